@@ -1,0 +1,1 @@
+//! codemode-bridge (placeholder header, replaced as the crate is built).

@@ -1,0 +1,1 @@
+//! codemode-catalog (placeholder header, replaced as the crate is built).

@@ -1,0 +1,2 @@
+//! The codemode binary.
+fn main() {}

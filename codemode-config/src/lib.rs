@@ -1,0 +1,1 @@
+//! codemode-config (placeholder header, replaced as the crate is built).

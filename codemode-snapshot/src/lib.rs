@@ -1,0 +1,1 @@
+//! codemode-snapshot (placeholder header, replaced as the crate is built).

@@ -1,0 +1,1 @@
+//! codemode-surface (placeholder header, replaced as the crate is built).

@@ -1,0 +1,1 @@
+//! codemode-telemetry (placeholder header, replaced as the crate is built).

@@ -1,0 +1,1 @@
+//! codemode-vm (placeholder header, replaced as the crate is built).

@@ -1,0 +1,1 @@
+//! codemode (placeholder header, replaced as the crate is built).

@@ -1,0 +1,2 @@
+//! Workspace automation.
+fn main() {}
