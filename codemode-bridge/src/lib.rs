@@ -1,1 +1,17 @@
-//! codemode-bridge (placeholder header, replaced as the crate is built).
+//! The bridge between the guest program and the host: the result union a host receives, the requests a guest
+//! makes and the settlements it gets back, the journal that makes replay possible, byte budgets with their
+//! truncation markers, and the `ToolHost` trait an embedder implements.
+//!
+//! Everything here is plain data that crosses process boundaries as JSON; no engine type appears in this crate.
+
+mod budget;
+mod host;
+mod request;
+mod result;
+
+pub use budget::{OutputBudget, truncate_error, truncate_value, utf8_prefix};
+pub use host::{CallContext, ToolError, ToolHost};
+pub use request::{BridgeMethod, BridgeRequest, Journal, RequestDigest, Round, Settlement, SettlementValue};
+pub use result::{
+    CodeModeResult, Completed, ErrorCode, Failed, FailurePhase, OutputItem, PendingToolCall, WaitReason, Waiting,
+};

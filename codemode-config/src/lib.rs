@@ -1,1 +1,8 @@
-//! codemode-config (placeholder header, replaced as the crate is built).
+//! The `tools.codeMode` contract: whether code mode engages for a run, and the limits a run obeys.
+//!
+//! This crate is pure data and resolution rules; it starts nothing and reads no files. Every limit is clamped to the
+//! reference's range, so a `Limits` value is always safe to hand to the executor.
+
+mod limits;
+
+pub use limits::Limits;

@@ -1,1 +1,37 @@
-//! codemode-telemetry (placeholder header, replaced as the crate is built).
+//! Telemetry carried by every code mode result: catalog size and sources, cumulative counters, the counter scope
+//! and the visible control tools.
+//!
+//! Pure data with serde shapes that match the seed (`camelCase`); this crate never decides anything.
+
+use serde::{Deserialize, Serialize};
+
+/// Catalog entries per source kind.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceCounts {
+    /// Core and plugin tools.
+    pub openclaw: u32,
+    /// MCP tools.
+    pub mcp: u32,
+    /// Client tools.
+    pub client: u32,
+}
+
+/// The telemetry object of a `CodeModeResult`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Telemetry {
+    /// Entries in the run's catalog.
+    pub catalog_size: u32,
+    /// `catalog_size` broken down by source.
+    pub sources: SourceCounts,
+    /// What the cumulative counters count over: the run's catalog.
+    pub counter_scope: String,
+    /// `catalog.search` calls so far in this run.
+    pub search_count: u32,
+    /// `describe()` calls so far in this run.
+    pub describe_count: u32,
+    /// Nested tool calls (catalog and MCP) so far in this run.
+    pub call_count: u32,
+    /// The control tools the model sees.
+    pub visible_tools: Vec<String>,
+}
