@@ -1,0 +1,2 @@
+//! Integration tests of the executor: source checks, the engine in-process, and the worker process.
+
