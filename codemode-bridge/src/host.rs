@@ -55,4 +55,21 @@ pub trait ToolHost: Send + Sync + 'static {
         args: serde_json::Value,
         cx: CallContext,
     ) -> Result<serde_json::Value, ToolError>;
+
+    /// Runs a namespace operation of an MCP server that is not a tool call: `resources.list`, `resources.read`,
+    /// `prompts.list` or `prompts.get`, with the MCP request's params as `args`.
+    ///
+    /// # Errors
+    ///
+    /// The default implementation supports nothing; a `ToolError` becomes a catchable `Error` in the guest.
+    async fn namespace(
+        &self,
+        server: &str,
+        op: &str,
+        args: serde_json::Value,
+        cx: CallContext,
+    ) -> Result<serde_json::Value, ToolError> {
+        let _ = (args, cx);
+        Err(ToolError::with_code("invalid_input", format!("MCP server \"{server}\" does not support {op}")))
+    }
 }
