@@ -1,6 +1,35 @@
 //! A tool as the embedder defines it, before it becomes a catalog entry.
+//!
+//! Plain serde data: no naming, ordering or policy happens here; `Catalog::build` decides all of that.
 
 use serde::{Deserialize, Serialize};
+
+impl ToolSource {
+    /// The stable word used in host-only catalog ids.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolSource::Openclaw => "openclaw",
+            ToolSource::BundledPlugin => "bundledPlugin",
+            ToolSource::ExternalPlugin => "externalPlugin",
+            ToolSource::Mcp => "mcp",
+            ToolSource::Client => "client",
+        }
+    }
+
+    /// Whether output schemas from this source are trusted enough for quick-index hints and output validation.
+    pub fn is_trusted(self) -> bool {
+        matches!(self, ToolSource::Openclaw | ToolSource::BundledPlugin | ToolSource::ExternalPlugin)
+    }
+
+    /// The `source` a guest handle shows: plugins present as `openclaw`, as the seed specifies.
+    pub fn guest_label(self) -> &'static str {
+        match self {
+            ToolSource::Openclaw | ToolSource::BundledPlugin | ToolSource::ExternalPlugin => "openclaw",
+            ToolSource::Mcp => "mcp",
+            ToolSource::Client => "client",
+        }
+    }
+}
 
 /// Where a tool comes from; decides catalog order, shadowing and whether its output schema is trusted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -25,6 +54,9 @@ pub enum ToolSource {
 pub struct ToolDefinition {
     /// The tool's name as its owner spells it.
     pub name: String,
+    /// A human-readable title (MCP `title`), shown on handles as `label`.
+    #[serde(default, skip_serializing_if = "Option::is_none", alias = "title")]
+    pub label: Option<String>,
     /// What the tool does.
     #[serde(default)]
     pub description: String,

@@ -1,0 +1,2 @@
+//! Criterion benchmarks of catalog construction and search (placeholder while the catalog is written).
+fn main() {}
