@@ -31,10 +31,11 @@ pub fn truncate_value(value: Value, max: usize) -> Value {
     if encoded.len() <= max {
         return value;
     }
-    marker(&encoded, max)
+    truncation_marker(&encoded, max)
 }
 
-fn marker(encoded: &str, max: usize) -> Value {
+/// The truncation marker for an already-encoded JSON text that does not fit `max` bytes.
+pub fn truncation_marker(encoded: &str, max: usize) -> Value {
     // The marker without a prefix costs about 130 bytes; the prefix gets what is left, and since it is embedded as
     // a JSON string, escapes can grow it, so shrink until the whole marker fits.
     let mut room = max.saturating_sub(160);
@@ -95,7 +96,7 @@ impl OutputBudget {
                 admitted.push(item);
             } else {
                 let encoded = serde_json::to_string(&item).expect("output items always serialize");
-                let value = marker(&encoded, share.max(200));
+                let value = truncation_marker(&encoded, share.max(200));
                 self.used += serde_json::to_string(&value).map(|s| s.len()).unwrap_or(0);
                 admitted.push(OutputItem::Json { value });
                 self.exhausted = true;

@@ -9,7 +9,7 @@ mod host;
 mod request;
 mod result;
 
-pub use budget::{OutputBudget, truncate_error, truncate_value, utf8_prefix};
+pub use budget::{OutputBudget, TRUNCATION_GUIDANCE, truncate_error, truncate_value, truncation_marker, utf8_prefix};
 pub use host::{CallContext, ToolError, ToolHost};
 pub use request::{BridgeMethod, BridgeRequest, Journal, RequestDigest, Round, Settlement, SettlementValue};
 pub use result::{

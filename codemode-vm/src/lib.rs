@@ -1,1 +1,11 @@
-//! codemode-vm (placeholder header, replaced as the crate is built).
+//! The executor: model-written JavaScript runs on Boa inside a supervised worker process, never in the host.
+//!
+//! The host side ([`pool`]) starts, feeds, times and kills workers; the worker side ([`worker`], [`engine`]) builds a
+//! fresh locked-down context per cell and speaks the framed [`protocol`]. Source checks and the TypeScript transform
+//! ([`source`]) run in the host before any worker is touched.
+
+pub mod engine;
+pub mod pool;
+pub mod protocol;
+pub mod worker;
+pub mod strings;

@@ -1,0 +1,319 @@
+//! The engine's half of the bridge: the natives the prelude calls, request numbering, the in-guest queue, the reply
+//! inbox budget and replay checks.
+//!
+//! Invariant: ids are assigned when the guest creates a request, in order, starting at 1; at most `max_pending`
+//! requests are released to the host at once and the rest wait in FIFO order; a request re-issued during replay
+//! must match the journal's digest or the cell fails naming the first diverging id.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
+
+use boa_engine::builtins::promise::ResolvingFunctions;
+use boa_engine::native_function::NativeFunction;
+use boa_engine::object::ObjectInitializer;
+use boa_engine::object::builtins::JsPromise;
+use boa_engine::{Context, JsNativeError, JsObject, JsResult, JsValue, js_string};
+use codemode_bridge::{BridgeMethod, BridgeRequest, OutputItem, RequestDigest, SettlementValue};
+use serde_json::{Value, json};
+
+use crate::protocol::{CellFailure, CellLimits, Start};
+
+/// Where output items go as soon as the guest produces them.
+pub type OutputSink = Box<dyn FnMut(OutputItem)>;
+/// The bridge state, shared between the engine and its natives through the context's host data.
+pub type Shared = Rc<RefCell<BridgeState>>;
+
+/// UTF-16 code units of console output a cell may produce.
+const CONSOLE_TOTAL: usize = 16_384;
+const CONSOLE_TRUNCATED: &str = "[console output truncated]";
+
+/// Host-side state of one cell's bridge, inside the worker.
+pub struct BridgeState {
+    sink: OutputSink,
+    limits: CellLimits,
+    next_id: u32,
+    last_id: u32,
+    /// Digests recorded by the journal being replayed.
+    recorded: Vec<RequestDigest>,
+    replaying: bool,
+    queue: VecDeque<BridgeRequest>,
+    released: Vec<BridgeRequest>,
+    canceled: Vec<u32>,
+    resolvers: HashMap<u32, ResolvingFunctions>,
+    in_flight: usize,
+    inbox_used: u64,
+    output_index: u64,
+    skip_output: u64,
+    console_units: usize,
+    console_truncated: bool,
+    sticky: Option<(CellFailure, String)>,
+}
+
+impl BridgeState {
+    pub fn new(sink: OutputSink) -> Self {
+        BridgeState {
+            sink,
+            limits: CellLimits::default(),
+            next_id: 1,
+            last_id: 0,
+            recorded: Vec::new(),
+            replaying: false,
+            queue: VecDeque::new(),
+            released: Vec::new(),
+            canceled: Vec::new(),
+            resolvers: HashMap::new(),
+            in_flight: 0,
+            inbox_used: 0,
+            output_index: 0,
+            skip_output: 0,
+            console_units: 0,
+            console_truncated: false,
+            sticky: None,
+        }
+    }
+
+    pub fn configure(&mut self, start: &Start) {
+        self.limits = start.limits.clone();
+        self.recorded = start.journal.requests.clone();
+        self.replaying = true;
+        self.skip_output = start.skip_output;
+    }
+
+    /// Replay is over: requests from now on are new, and output is delivered.
+    pub fn finish_replay(&mut self) {
+        self.replaying = false;
+        // Released requests the journal already knew were reported by the run that recorded them.
+        let known = self.recorded.len() as u32;
+        self.released.retain(|r| r.id > known);
+    }
+
+    pub fn sticky_failure(&mut self) -> Option<(CellFailure, String)> {
+        self.sticky.clone()
+    }
+
+    pub fn open_count(&self) -> u32 {
+        (self.in_flight + self.queue.len()) as u32
+    }
+
+    pub fn take_released(&mut self) -> (Vec<BridgeRequest>, Vec<u32>) {
+        let known = self.recorded.len() as u32;
+        let mut released = std::mem::take(&mut self.released);
+        released.retain(|r| r.id > known);
+        (released, std::mem::take(&mut self.canceled))
+    }
+
+    /// Moves queued requests into free in-flight slots, in creation order.
+    pub fn release_queued(&mut self) {
+        while self.in_flight < self.limits.max_pending as usize {
+            let Some(request) = self.queue.pop_front() else { break };
+            self.in_flight += 1;
+            self.released.push(request);
+        }
+    }
+
+    /// The resolvers of a settled request and the value to settle it with, or `None` for a request the guest has
+    /// cancelled since. A reply that overflows the inbox becomes an error the guest can catch.
+    #[allow(clippy::type_complexity)]
+    pub fn take_resolvers(
+        &mut self,
+        id: u32,
+        value: &SettlementValue,
+    ) -> Result<Option<(ResolvingFunctions, Result<Value, Value>)>, String> {
+        let Some(resolvers) = self.resolvers.remove(&id) else {
+            if self.replaying && !self.canceled_before(id) {
+                return Err(format!("code mode replay diverged: the journal settles request {id}, which this run never made"));
+            }
+            return Ok(None);
+        };
+        self.in_flight = self.in_flight.saturating_sub(1);
+        let payload = match value {
+            SettlementValue::Ok { value } => {
+                let bytes = serde_json::to_string(value).map(|s| s.len() as u64).unwrap_or(0);
+                if self.inbox_used + bytes > self.limits.inbox_bytes {
+                    Err(json!({
+                        "code": "invalid_input",
+                        "message": format!(
+                            "Code Mode program-data budget exceeded: this reply is {bytes} bytes and the program has \
+                             {} of {} bytes left. Ask tools for smaller results (filters, limits, pagination).",
+                            self.limits.inbox_bytes.saturating_sub(self.inbox_used),
+                            self.limits.inbox_bytes
+                        ),
+                    }))
+                } else {
+                    self.inbox_used += bytes;
+                    Ok(value.clone())
+                }
+            }
+            SettlementValue::Err { code, message } => Err(json!({ "code": code, "message": message })),
+        };
+        Ok(Some((resolvers, payload)))
+    }
+
+    fn canceled_before(&self, _id: u32) -> bool {
+        // A timer cancelled by the guest is settled by nobody; the journal never holds one. Kept as a hook for
+        // hosts that record cancellations.
+        false
+    }
+
+    fn emit(&mut self, item: OutputItem) {
+        let index = self.output_index;
+        self.output_index += 1;
+        if index >= self.skip_output {
+            (self.sink)(item);
+        }
+    }
+
+    fn console(&mut self, line: String) {
+        if self.console_truncated {
+            return;
+        }
+        let units = line.encode_utf16().count();
+        if self.console_units + units > CONSOLE_TOTAL {
+            self.console_truncated = true;
+            self.emit(OutputItem::Text { text: CONSOLE_TRUNCATED.into() });
+            return;
+        }
+        self.console_units += units;
+        self.emit(OutputItem::Text { text: line });
+    }
+
+    fn create(&mut self, method: BridgeMethod, args: Value) -> Result<u32, String> {
+        if let Some((_, message)) = &self.sticky {
+            return Err(message.clone());
+        }
+        let id = self.next_id;
+        let request = BridgeRequest { id, method, args };
+        if let Some(recorded) = self.recorded.get(id as usize - 1) {
+            if *recorded != request.digest() {
+                let message = format!(
+                    "code mode replay diverged at request {id} ({}): the program did not make the same request as \
+                     the run it resumes. Programs must be deterministic across a wait.",
+                    method.as_str()
+                );
+                self.sticky = Some((CellFailure::Internal, message.clone()));
+                return Err(message);
+            }
+        }
+        if self.in_flight < self.limits.max_pending as usize {
+            self.in_flight += 1;
+            self.released.push(request);
+        } else if self.queue.len() < self.limits.max_queued as usize {
+            self.queue.push_back(request);
+        } else {
+            let message = format!(
+                "code mode bridge queue limit exceeded ({} ordinary requests queued; {} in-flight slots). Await \
+                 smaller batches before creating more tool calls or timers.",
+                self.limits.max_queued, self.limits.max_pending
+            );
+            self.sticky = Some((CellFailure::InvalidInput, message.clone()));
+            return Err(message);
+        }
+        self.next_id += 1;
+        self.last_id = id;
+        Ok(id)
+    }
+
+    fn cancel(&mut self, id: u32) {
+        if let Some(pos) = self.queue.iter().position(|r| r.id == id && r.method == BridgeMethod::Sleep) {
+            self.queue.remove(pos);
+            self.resolvers.remove(&id);
+            return;
+        }
+        let is_timer = self.released.iter().all(|r| r.id != id || r.method == BridgeMethod::Sleep);
+        if is_timer && self.resolvers.remove(&id).is_some() {
+            self.in_flight = self.in_flight.saturating_sub(1);
+            self.canceled.push(id);
+        }
+    }
+}
+
+fn shared(context: &Context) -> Shared {
+    context.get_data::<Shared>().expect("every engine context carries its bridge state").clone()
+}
+
+fn method_from(name: &str) -> Option<BridgeMethod> {
+    Some(match name {
+        "callValue" => BridgeMethod::CallValue,
+        "namespace" => BridgeMethod::Namespace,
+        "search" => BridgeMethod::Search,
+        "describe" => BridgeMethod::Describe,
+        "api" => BridgeMethod::Api,
+        "sleep" => BridgeMethod::Sleep,
+        "yield" => BridgeMethod::Yield,
+        "store" => BridgeMethod::Store,
+        "load" => BridgeMethod::Load,
+        "resultLoad" => BridgeMethod::ResultLoad,
+        _ => return None,
+    })
+}
+
+fn string_arg(args: &[JsValue], index: usize) -> String {
+    args.get(index).and_then(JsValue::as_string).map(|s| s.to_std_string_lossy()).unwrap_or_default()
+}
+
+/// `request(method, argsJson)`: numbers the request and returns its promise.
+fn request(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+    let method = string_arg(args, 0);
+    let method = method_from(&method)
+        .ok_or_else(|| JsNativeError::typ().with_message(format!("unknown bridge method {method}")))?;
+    let text = string_arg(args, 1);
+    let state = shared(context);
+    if text.len() as u64 > state.borrow().limits.max_request_bytes {
+        return Err(JsNativeError::range()
+            .with_message(format!(
+                "code mode request arguments are {} bytes; the limit is {} bytes. Pass smaller arguments.",
+                text.len(),
+                state.borrow().limits.max_request_bytes
+            ))
+            .into());
+    }
+    let payload: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    let id = state.borrow_mut().create(method, payload).map_err(|m| JsNativeError::range().with_message(m))?;
+    let (promise, resolvers) = JsPromise::new_pending(context);
+    state.borrow_mut().resolvers.insert(id, resolvers);
+    Ok(promise.into())
+}
+
+fn last_request_id(_: &JsValue, _: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+    Ok(JsValue::new(shared(context).borrow().last_id))
+}
+
+fn cancel(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+    if let Some(id) = args.first().and_then(JsValue::as_number) {
+        if id.fract() == 0.0 && id >= 1.0 && id <= f64::from(u32::MAX) {
+            shared(context).borrow_mut().cancel(id as u32);
+        }
+    }
+    Ok(JsValue::undefined())
+}
+
+/// `emit(kind, payload)`: `text` with a string, `json` with JSON text.
+fn emit(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+    let kind = string_arg(args, 0);
+    let payload = string_arg(args, 1);
+    let item = if kind == "json" {
+        OutputItem::Json { value: serde_json::from_str(&payload).unwrap_or(Value::Null) }
+    } else {
+        OutputItem::Text { text: payload }
+    };
+    shared(context).borrow_mut().emit(item);
+    Ok(JsValue::undefined())
+}
+
+fn console(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+    let line = string_arg(args, 0);
+    shared(context).borrow_mut().console(line);
+    Ok(JsValue::undefined())
+}
+
+/// The natives object handed to the prelude (and never reachable from the guest afterwards).
+pub fn natives(context: &mut Context) -> JsObject {
+    ObjectInitializer::new(context)
+        .function(NativeFunction::from_fn_ptr(request), js_string!("request"), 2)
+        .function(NativeFunction::from_fn_ptr(last_request_id), js_string!("lastRequestId"), 0)
+        .function(NativeFunction::from_fn_ptr(cancel), js_string!("cancel"), 1)
+        .function(NativeFunction::from_fn_ptr(emit), js_string!("emit"), 2)
+        .function(NativeFunction::from_fn_ptr(console), js_string!("console"), 1)
+        .build()
+}

@@ -1,0 +1,275 @@
+//! The engine side of a cell: one fresh, locked-down Boa context running one program, driven from quiescent point
+//! to quiescent point.
+//!
+//! This module runs inside the worker process only; it never touches a pipe or a tool. It keeps the replay
+//! invariant: requests are numbered in creation order, settlements are applied only at quiescent points, and a
+//! journal's rounds delivered into a fresh engine running the same source reproduce the original run exactly.
+
+mod bridge;
+mod hooks;
+
+use std::cell::RefCell;
+use std::path::Path;
+use std::rc::Rc;
+
+use boa_engine::builtins::promise::PromiseState;
+use boa_engine::context::ContextBuilder;
+use boa_engine::object::builtins::JsPromise;
+use boa_engine::{Context, JsError, JsObject, JsResult, JsValue, Source, js_string};
+use codemode_bridge::{OutputItem, Round, Settlement, truncation_marker};
+
+use crate::protocol::{CellFailure, GuestOutcome, Start, WorkerMessage};
+pub use bridge::OutputSink;
+use bridge::{BridgeState, Shared};
+use hooks::{GuestHooks, VirtualClock};
+
+/// The file name user code runs under; error positions are reported against it.
+pub const USER_FILE: &str = "codemode:user.js";
+/// Lines the wrapper adds before the user's first line.
+const WRAPPER_LINES: u32 = 1;
+/// Largest final value, in bytes of JSON, a worker sends to the host; the host applies the real output budget.
+const MAX_VALUE_BYTES: usize = 8 * 1024 * 1024;
+
+/// What a driving step produced.
+pub type Step = WorkerMessage;
+
+/// One cell's engine: a fresh context with the prelude loaded, then the program.
+pub struct Engine {
+    context: Context,
+    state: Shared,
+    clock: Rc<VirtualClock>,
+    hooks: JsObject,
+    top: Option<JsPromise>,
+    finished: bool,
+}
+
+impl Engine {
+    /// Builds a fresh context with the prelude loaded. `instructions` is the cell's engine instruction budget.
+    ///
+    /// # Errors
+    ///
+    /// Fails only if the engine itself cannot start (the prelude is ours and always evaluates).
+    pub fn new(instructions: u64, sink: OutputSink) -> JsResult<Engine> {
+        let clock = Rc::new(VirtualClock::default());
+        let mut context = ContextBuilder::new()
+            .clock(clock.clone())
+            .host_hooks(Rc::new(GuestHooks))
+            .instructions_remaining(usize::try_from(instructions).unwrap_or(usize::MAX))
+            .build()?;
+        let state: Shared = Rc::new(RefCell::new(BridgeState::new(sink)));
+        context.insert_data(state.clone());
+        hooks::seed_math_random(&mut context)?;
+        let natives = bridge::natives(&mut context);
+        let prelude = context.eval(Source::from_bytes(include_str!("prelude.js")))?;
+        let prelude = prelude.as_object().expect("the prelude evaluates to a function");
+        let hooks = prelude.call(&JsValue::undefined(), &[natives.into()], &mut context)?;
+        let hooks = hooks.as_object().expect("the prelude returns its hooks object");
+        Ok(Engine { context, state, clock, hooks, top: None, finished: false })
+    }
+
+    /// Installs the run's globals, starts the program, replays the journal and returns the first live report.
+    pub fn start(&mut self, start: Start) -> Step {
+        {
+            let mut state = self.state.borrow_mut();
+            state.configure(&start);
+        }
+        self.clock.set(start.journal.start_clock_ms);
+        hooks::reseed(&mut self.context, start.journal.seed);
+        let globals = serde_json::to_string(&serde_json::json!({
+            "tools": start.globals.tools,
+            "mcp": start.globals.mcp.iter().map(|ns| serde_json::json!({
+                "global": ns.global, "server": ns.server, "tools": ns.tools,
+            })).collect::<Vec<_>>(),
+            "apiFiles": start.globals.api_files,
+        }))
+        .expect("globals always serialize");
+        if let Err(e) = self.call_hook("install", &[js_string!(globals).into()]) {
+            return failure(CellFailure::Internal, format!("code mode could not install the run's globals: {e}"));
+        }
+        let wrapped = format!("(async () => {{\n{}\n}})()", start.source);
+        let evaluated = self.context.eval(Source::from_bytes(&wrapped).with_path(Path::new(USER_FILE)));
+        match evaluated {
+            Ok(value) => match value.as_promise() {
+                Some(promise) => self.top = Some(promise),
+                None => return failure(CellFailure::Internal, "the cell wrapper did not produce a promise".into()),
+            },
+            Err(e) => return self.engine_error(e),
+        }
+        if let Err(e) = self.context.run_jobs() {
+            return self.engine_error(e);
+        }
+        for round in &start.journal.rounds {
+            if let Some(step) = self.check() {
+                return step;
+            }
+            if let Err(message) = self.apply(round) {
+                return failure(CellFailure::Internal, message);
+            }
+            if let Err(e) = self.context.run_jobs() {
+                return self.engine_error(e);
+            }
+        }
+        self.state.borrow_mut().finish_replay();
+        self.report()
+    }
+
+    /// Delivers one round of settlements and runs the program to its next quiescent point.
+    pub fn settle(&mut self, round: &Round) -> Step {
+        if self.finished {
+            return failure(CellFailure::Internal, "settlements arrived after the cell finished".into());
+        }
+        if let Err(message) = self.apply(round) {
+            return failure(CellFailure::Internal, message);
+        }
+        if let Err(e) = self.context.run_jobs() {
+            return self.engine_error(e);
+        }
+        self.report()
+    }
+
+    fn apply(&mut self, round: &Round) -> Result<(), String> {
+        self.clock.set(round.clock_ms);
+        for Settlement { id, value } in &round.settlements {
+            let resolvers = self.state.borrow_mut().take_resolvers(*id, value);
+            let Some((resolvers, payload)) = resolvers? else { continue };
+            let (function, arg) = match payload {
+                Ok(v) => (&resolvers.resolve, v),
+                Err(v) => (&resolvers.reject, v),
+            };
+            let arg = JsValue::from_json(&arg, &mut self.context).map_err(|e| format!("bad settlement: {e}"))?;
+            function.call(&JsValue::undefined(), &[arg], &mut self.context).map_err(|e| e.to_string())?;
+        }
+        self.state.borrow_mut().release_queued();
+        Ok(())
+    }
+
+    /// A failure the bridge state holds (admission, divergence) or an exhausted budget.
+    fn check(&mut self) -> Option<Step> {
+        if let Some((failure_kind, message)) = self.state.borrow_mut().sticky_failure() {
+            return Some(failure(failure_kind, message));
+        }
+        if self.context.instructions_remaining() == 0 {
+            return Some(failure(CellFailure::Timeout, "code mode timeout exceeded".into()));
+        }
+        None
+    }
+
+    fn report(&mut self) -> Step {
+        if let Some(step) = self.check() {
+            self.finished = true;
+            return step;
+        }
+        let outcome = match self.top.as_ref().map(JsPromise::state) {
+            Some(PromiseState::Fulfilled(value)) => Some(self.returned(&value)),
+            Some(PromiseState::Rejected(reason)) => Some(self.threw(&reason)),
+            Some(PromiseState::Pending) | None => None,
+        };
+        let mut state = self.state.borrow_mut();
+        state.release_queued();
+        let open = state.open_count();
+        if outcome.is_none() && open == 0 {
+            self.finished = true;
+            return failure(
+                CellFailure::Stalled,
+                "code mode program can no longer finish: it awaits a promise that nothing will settle, or an engine \
+                 limit (recursion depth) was hit after an await. Check for a missing await or resolve call, and \
+                 avoid deep recursion."
+                    .into(),
+            );
+        }
+        if outcome.is_some() && open == 0 {
+            self.finished = true;
+        }
+        let (requests, canceled) = state.take_released();
+        WorkerMessage::Quiescent { requests, outcome, open, canceled }
+    }
+
+    fn returned(&mut self, value: &JsValue) -> GuestOutcome {
+        match self.call_hook("encode", std::slice::from_ref(value)) {
+            Ok(text) => {
+                let text = text.as_string().map(|s| s.to_std_string_lossy()).unwrap_or_else(|| "null".into());
+                let value = if text.len() > MAX_VALUE_BYTES {
+                    truncation_marker(&text, MAX_VALUE_BYTES)
+                } else {
+                    serde_json::from_str(&text).unwrap_or(serde_json::Value::Null)
+                };
+                GuestOutcome::Returned { value }
+            }
+            Err(e) => GuestOutcome::Threw { error: format!("the return value could not be encoded: {e}") },
+        }
+    }
+
+    fn threw(&mut self, reason: &JsValue) -> GuestOutcome {
+        let described = self
+            .call_hook("describeError", std::slice::from_ref(reason))
+            .ok()
+            .and_then(|v| v.as_string())
+            .map(|s| s.to_std_string_lossy())
+            .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
+            .unwrap_or_default();
+        let name = described["name"].as_str().unwrap_or("Error");
+        let message = described["message"].as_str().unwrap_or("");
+        let stack = map_stack(described["stack"].as_str().unwrap_or(""));
+        let mut error = format!("{name}: {message}");
+        if let Some(code) = described["code"].as_str() {
+            error.push_str(&format!(" (code: {code})"));
+        }
+        if !stack.is_empty() {
+            error.push('\n');
+            error.push_str(&stack);
+        }
+        GuestOutcome::Threw { error }
+    }
+
+    fn engine_error(&mut self, error: JsError) -> Step {
+        self.finished = true;
+        if self.context.instructions_remaining() == 0 {
+            return failure(CellFailure::Timeout, "code mode timeout exceeded".into());
+        }
+        if let Some(engine) = error.as_engine() {
+            return failure(CellFailure::EngineLimit, format!("code mode engine limit exceeded: {engine}"));
+        }
+        // A syntax error or an early error: the source checks should have caught it; report it in user terms.
+        let text = error.to_string();
+        failure(CellFailure::Internal, map_stack(&text))
+    }
+
+    fn call_hook(&mut self, name: &str, args: &[JsValue]) -> JsResult<JsValue> {
+        let function = self.hooks.get(js_string!(name), &mut self.context)?;
+        let function = function.as_object().expect("prelude hooks are functions");
+        function.call(&JsValue::undefined(), args, &mut self.context)
+    }
+}
+
+fn failure(failure: CellFailure, message: String) -> Step {
+    WorkerMessage::Failed { failure, message }
+}
+
+/// Rewrites `codemode:user.js:L:C` positions of the wrapped source into the user's own lines.
+fn map_stack(stack: &str) -> String {
+    let mut out = String::with_capacity(stack.len());
+    for (i, line) in stack.lines().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(&map_line(line));
+    }
+    out
+}
+
+fn map_line(line: &str) -> String {
+    let Some(at) = line.find(USER_FILE) else { return line.to_owned() };
+    let rest = &line[at + USER_FILE.len()..];
+    let mut parts = rest.splitn(3, ':');
+    let (_, Some(l), Some(tail)) = (parts.next(), parts.next(), parts.next()) else { return line.to_owned() };
+    let Ok(l) = l.parse::<u32>() else { return line.to_owned() };
+    let mapped = l.saturating_sub(WRAPPER_LINES).max(1);
+    format!("{}{USER_FILE}:{mapped}:{tail}", &line[..at])
+}
+
+/// An output item delivered to the sink, for tests that drive an engine in-process.
+pub fn collect_output() -> (OutputSink, Rc<RefCell<Vec<OutputItem>>>) {
+    let items = Rc::new(RefCell::new(Vec::new()));
+    let sink_items = items.clone();
+    (Box::new(move |item| sink_items.borrow_mut().push(item)), items)
+}

@@ -1,0 +1,336 @@
+// The guest prelude: evaluated once per context, before any user code, with the engine's natives in `natives`.
+// It captures every intrinsic it relies on up front, so a program that rewrites prototypes or globals cannot
+// break output capture, request encoding or error reporting. It returns the host-facing hooks and leaves
+// nothing of itself reachable from globalThis except the documented guest API.
+(function (natives) {
+  'use strict';
+  const G = globalThis;
+  const O = Object;
+  const defineProperty = O.defineProperty;
+  const freeze = O.freeze;
+  const keysOf = O.keys;
+  const create = O.create;
+  const setPrototypeOf = O.setPrototypeOf;
+  const isArray = Array.isArray;
+  const stringify = JSON.stringify;
+  const parse = JSON.parse;
+  const Str = String;
+  const ErrorCtor = Error;
+  const PromiseCtor = Promise;
+  const apply = Reflect.apply;
+  const arrayJoin = Array.prototype.join;
+  const stringSlice = String.prototype.slice;
+  const request = natives.request;
+  const cancel = natives.cancel;
+  const emit = natives.emit;
+  const consoleEmit = natives.console;
+
+  const MAX_DEPTH = 100;
+  const SetCtor = Set;
+  const setHas = Set.prototype.has;
+  const setAdd = Set.prototype.add;
+  const setDelete = Set.prototype.delete;
+  const hidden = (target, key, value) =>
+    defineProperty(target, key, { value, writable: false, enumerable: false, configurable: false });
+  const slice = (s, a, b) => apply(stringSlice, s, [a, b]);
+  const join = (parts, sep) => apply(arrayJoin, parts, [sep]);
+
+  // JSON.stringify semantics (toJSON, undefined/functions/symbols dropped, non-finite numbers to null), except that
+  // only the offending part of a value is marked: a cycle becomes "[Circular]", a BigInt its decimal string, a value
+  // nested too deep "[MaxDepth]", a throwing getter or toJSON "[Unserializable: ...]". The result is built from
+  // null-prototype objects and arrays so that no inherited toJSON can run when the engine stringifies it.
+  function describeThrown(e) {
+    try {
+      if (e !== null && typeof e === 'object' && typeof e.message === 'string') return e.message;
+      return Str(e);
+    } catch (_) {
+      return 'unknown error';
+    }
+  }
+  function sanitize(value, key, seen, depth) {
+    if (value !== null && (typeof value === 'object' || typeof value === 'bigint')) {
+      let toJSON;
+      try {
+        toJSON = value.toJSON;
+      } catch (e) {
+        return '[Unserializable: ' + describeThrown(e) + ']';
+      }
+      if (typeof toJSON === 'function') {
+        try {
+          value = apply(toJSON, value, [key]);
+        } catch (e) {
+          return '[Unserializable: ' + describeThrown(e) + ']';
+        }
+      }
+    }
+    switch (typeof value) {
+      case 'string':
+      case 'boolean':
+        return value;
+      case 'number':
+        return value === value && value !== Infinity && value !== -Infinity ? value : null;
+      case 'bigint':
+        return Str(value);
+      case 'undefined':
+      case 'function':
+      case 'symbol':
+        return undefined;
+    }
+    if (value === null) return null;
+    if (value instanceof Number || value instanceof Boolean || value instanceof String) return value.valueOf();
+    if (typeof BigInt === 'function' && value instanceof BigInt) return Str(value.valueOf());
+    if (value instanceof PromiseCtor) return '[Unawaited Promise: await it before returning]';
+    if (depth >= MAX_DEPTH) return '[MaxDepth]';
+    if (apply(setHas, seen, [value])) return '[Circular]';
+    apply(setAdd, seen, [value]);
+    let out;
+    try {
+      if (isArray(value)) {
+        out = [];
+        setPrototypeOf(out, null);
+        const n = value.length;
+        for (let i = 0; i < n; i++) {
+          let item;
+          try {
+            item = sanitize(value[i], Str(i), seen, depth + 1);
+          } catch (e) {
+            item = '[Unserializable: ' + describeThrown(e) + ']';
+          }
+          out[i] = item === undefined ? null : item;
+        }
+      } else {
+        out = create(null);
+        if (value instanceof ErrorCtor) {
+          out.name = sanitize(value.name, 'name', seen, depth + 1);
+          out.message = sanitize(value.message, 'message', seen, depth + 1);
+          if (value.code !== undefined) out.code = sanitize(value.code, 'code', seen, depth + 1);
+        }
+        const keys = keysOf(value);
+        for (let i = 0; i < keys.length; i++) {
+          const k = keys[i];
+          let item;
+          try {
+            item = sanitize(value[k], k, seen, depth + 1);
+          } catch (e) {
+            item = '[Unserializable: ' + describeThrown(e) + ']';
+          }
+          if (item !== undefined) out[k] = item;
+        }
+      }
+    } finally {
+      apply(setDelete, seen, [value]);
+    }
+    return out;
+  }
+  // The JSON text of a value as the host receives it; `undefined` (and anything JSON drops) becomes null.
+  function encode(value) {
+    const clean = sanitize(value, '', new SetCtor(), 0);
+    return clean === undefined ? 'null' : stringify(clean);
+  }
+
+  // Console: bounded, depth-limited rendering of each argument.
+  const PER_STRING = 512;
+  const PER_MESSAGE = 4096;
+  function render(value, depth, budget) {
+    if (--budget.nodes < 0) return '…';
+    switch (typeof value) {
+      case 'string':
+        return depth === 0 ? value : stringify(value.length > PER_STRING ? slice(value, 0, PER_STRING) + '…' : value);
+      case 'number':
+      case 'boolean':
+      case 'undefined':
+        return Str(value);
+      case 'bigint':
+        return Str(value) + 'n';
+      case 'symbol':
+        return 'Symbol()';
+      case 'function':
+        return '[Function]';
+    }
+    if (value === null) return 'null';
+    try {
+      if (value instanceof ErrorCtor) return Str(value.name) + ': ' + Str(value.message);
+      if (value instanceof PromiseCtor) return 'Promise {}';
+      if (depth >= 4) return isArray(value) ? '[Array]' : '[Object]';
+      const parts = [];
+      if (isArray(value)) {
+        const n = value.length < 50 ? value.length : 50;
+        for (let i = 0; i < n; i++) parts[parts.length] = render(value[i], depth + 1, budget);
+        if (value.length > 50) parts[parts.length] = '… ' + (value.length - 50) + ' more';
+        return '[' + join(parts, ', ') + ']';
+      }
+      const keys = keysOf(value);
+      const n = keys.length < 50 ? keys.length : 50;
+      for (let i = 0; i < n; i++) parts[parts.length] = keys[i] + ': ' + render(value[keys[i]], depth + 1, budget);
+      if (keys.length > 50) parts[parts.length] = '… ' + (keys.length - 50) + ' more';
+      return '{' + join(parts, ', ') + '}';
+    } catch (e) {
+      return '[Unrenderable: ' + describeThrown(e) + ']';
+    }
+  }
+  function logWith(prefix) {
+    return function (...args) {
+      const budget = { nodes: 100 };
+      const parts = [];
+      for (let i = 0; i < args.length; i++) parts[parts.length] = render(args[i], 0, budget);
+      let line = prefix + join(parts, ' ');
+      if (line.length > PER_MESSAGE) line = slice(line, 0, PER_MESSAGE) + '…';
+      consoleEmit(line);
+    };
+  }
+  const consoleObject = create(null);
+  hidden(consoleObject, 'log', logWith(''));
+  hidden(consoleObject, 'info', logWith(''));
+  hidden(consoleObject, 'debug', logWith(''));
+  hidden(consoleObject, 'warn', logWith('[warn] '));
+  hidden(consoleObject, 'error', logWith('[error] '));
+  freeze(consoleObject);
+
+  // Bridge requests. A rejected settlement arrives as {code, message} and becomes an Error raised at the await.
+  function toError(reason) {
+    const err = new ErrorCtor(reason && typeof reason.message === 'string' ? reason.message : Str(reason));
+    if (reason && typeof reason.code === 'string') err.code = reason.code;
+    err.effectStatus = 'unknown';
+    return err;
+  }
+  async function bridge(method, payload) {
+    let promise;
+    try {
+      promise = request(method, encode(payload));
+    } catch (e) {
+      throw toError(e);
+    }
+    try {
+      return await promise;
+    } catch (e) {
+      throw toError(e);
+    }
+  }
+  const callTool = (tool, args) => bridge('callValue', { tool, args: args === undefined ? {} : args });
+
+  function makeHandle(meta) {
+    const handle = async function (args) {
+      return callTool(meta.callableName, args);
+    };
+    for (const k of keysOf(meta)) hidden(handle, k, meta[k]);
+    hidden(handle, 'describe', () => bridge('describe', { tool: meta.callableName }));
+    hidden(handle, 'toJSON', () => meta);
+    return freeze(handle);
+  }
+  const catalog = create(null);
+  hidden(catalog, 'search', async (query, options) => {
+    const limit = options && options.limit !== undefined ? options.limit : null;
+    const found = await bridge('search', { query: Str(query), limit });
+    return freeze(found.map(makeHandle));
+  });
+  hidden(catalog, 'all', async () => freeze((await bridge('search', { all: true })).map(makeHandle)));
+  hidden(catalog, 'describe', (name) => bridge('describe', { tool: Str(name) }));
+  freeze(catalog);
+
+  // Timers go through the host so they survive suspension; the timer id is the bridge request id.
+  function setTimeoutImpl(callback, delay, ...args) {
+    let ms = Number(delay);
+    ms = ms === ms && ms !== Infinity && ms !== -Infinity && ms > 0 ? Math.floor(ms) : 0;
+    const promise = request('sleep', encode({ ms }));
+    const id = natives.lastRequestId();
+    promise.then(
+      () => {
+        if (typeof callback === 'function') apply(callback, undefined, args);
+      },
+      () => {},
+    );
+    return id;
+  }
+  function clearTimeoutImpl(id) {
+    if (typeof id === 'number') cancel(id);
+  }
+
+  // Installs the run's globals; called once, right before the user's program.
+  function install(globalsJson) {
+    const globals = parse(globalsJson);
+    for (const name of globals.tools) {
+      const fn = async function (args) {
+        return callTool(name, args);
+      };
+      hidden(fn, 'name', name);
+      hidden(G, name, fn);
+    }
+    const mcp = create(null);
+    for (const ns of globals.mcp) {
+      const server = create(null);
+      for (const [js, tool] of ns.tools) {
+        hidden(server, js, async (args) =>
+          bridge('namespace', { server: ns.server, tool, args: args === undefined ? {} : args }),
+        );
+      }
+      const op = (name) => async (args) => bridge('namespace', { server: ns.server, op: name, args: args === undefined ? {} : args });
+      const resources = create(null);
+      hidden(resources, 'list', op('resources.list'));
+      hidden(resources, 'read', op('resources.read'));
+      const prompts = create(null);
+      hidden(prompts, 'list', op('prompts.list'));
+      hidden(prompts, 'get', op('prompts.get'));
+      hidden(server, 'resources', freeze(resources));
+      hidden(server, 'prompts', freeze(prompts));
+      hidden(server, '$api', (tool, options) =>
+        bridge('api', { op: 'mcpApi', server: ns.server, tool: tool === undefined ? null : Str(tool), schema: !!(options && options.schema) }),
+      );
+      hidden(mcp, ns.global, freeze(server));
+    }
+    hidden(G, 'MCP', freeze(mcp));
+    hidden(G, 'namespaces', freeze(create(null)));
+    const files = create(null);
+    for (const [path, content] of globals.apiFiles) files[path] = content;
+    const api = create(null);
+    hidden(api, 'list', async (prefix) => {
+      const p = prefix === undefined ? '' : Str(prefix);
+      const local = [];
+      for (const path of keysOf(files)) if (slice(path, 0, p.length) === p) local[local.length] = { path, bytes: files[path].length };
+      const remote = await bridge('api', { op: 'list', path: p });
+      return freeze(local.concat(remote));
+    });
+    hidden(api, 'read', async (path) => {
+      const p = Str(path);
+      if (files[p] !== undefined) return files[p];
+      return bridge('api', { op: 'read', path: p });
+    });
+    hidden(G, 'API', freeze(api));
+  }
+
+  hidden(G, 'console', consoleObject);
+  hidden(G, 'catalog', catalog);
+  hidden(G, 'text', (value) => {
+    emit('text', typeof value === 'string' ? value : encode(value));
+  });
+  hidden(G, 'json', (value) => {
+    emit('json', encode(value));
+  });
+  hidden(G, 'store', (key, value) => bridge('store', { key: Str(key), value }));
+  hidden(G, 'load', (key) => bridge('load', { key: Str(key) }));
+  hidden(G, 'yield_control', (reason) => bridge('yield', { reason: reason === undefined ? null : Str(reason) }));
+  const results = create(null);
+  hidden(results, 'load', (id) => bridge('resultLoad', { id: Str(id) }));
+  hidden(G, 'results', freeze(results));
+  hidden(G, 'setTimeout', setTimeoutImpl);
+  hidden(G, 'clearTimeout', clearTimeoutImpl);
+
+  // Nothing GC-observable, nothing that compiles strings.
+  delete G.WeakRef;
+  delete G.FinalizationRegistry;
+
+  // What the host keeps: install the run's globals, encode a final value, describe an uncaught error.
+  return {
+    install,
+    encode,
+    describeError(e) {
+      try {
+        if (e instanceof ErrorCtor) {
+          return stringify({ name: Str(e.name), message: Str(e.message), stack: Str(e.stack === undefined ? '' : e.stack), code: e.code === undefined ? null : Str(e.code) });
+        }
+        return stringify({ name: 'Uncaught', message: encode(e), stack: '', code: null });
+      } catch (_) {
+        return stringify({ name: 'Uncaught', message: 'a value that cannot be described', stack: '', code: null });
+      }
+    },
+  };
+});

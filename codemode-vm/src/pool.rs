@@ -1,0 +1,332 @@
+//! The host side of the executor: finding the worker executable, starting workers ahead of need, talking to them
+//! over their stdin/stdout, and telling how a worker died.
+//!
+//! Invariant: a worker serves one cell at a time and is either idle in the pool, owned by exactly one run, or
+//! killed. A worker whose cell did not end cleanly is never returned to the pool.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+use crate::protocol::{HostMessage, WorkerMessage};
+use crate::worker::{ENV_INSTRUCTIONS, ENV_MEMORY, EXIT_MEMORY};
+
+/// Environment variable naming the worker executable, overriding every other way of finding it.
+pub const ENV_WORKER: &str = "CODEMODE_WORKER";
+/// The bundled worker binary's name.
+pub const WORKER_BIN: &str = "codemode-worker";
+/// Memory the worker process needs besides the guest's own budget (engine, prelude, buffers).
+const WORKER_BASE_MEMORY: u64 = 48 * 1024 * 1024;
+
+/// Errors of the worker pool.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PoolError {
+    /// No worker executable could be found.
+    #[error(
+        "no code mode worker executable found (looked at ${ENV_WORKER}, then `{WORKER_BIN}` next to {0}); build it \
+         with `cargo build -p codemode-vm --bin codemode-worker` or set {ENV_WORKER}"
+    )]
+    NotFound(String),
+    /// The worker could not be started.
+    #[error("the code mode worker {path} could not start: {source}")]
+    Spawn {
+        /// The executable.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The worker's pipe broke.
+    #[error("the code mode worker pipe broke: {0}")]
+    Pipe(#[from] std::io::Error),
+}
+
+/// How to start a worker process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkerCommand {
+    /// The executable.
+    pub program: PathBuf,
+    /// Its arguments (e.g. a marker subcommand when a host binary re-executes itself as a worker).
+    pub args: Vec<String>,
+}
+
+impl WorkerCommand {
+    /// Finds the bundled worker: `$CODEMODE_WORKER`, else `codemode-worker` next to the running executable or in
+    /// its parent folder (where cargo puts binaries relative to test executables).
+    ///
+    /// # Errors
+    ///
+    /// [`PoolError::NotFound`] when none exists.
+    pub fn locate() -> Result<WorkerCommand, PoolError> {
+        if let Some(path) = std::env::var_os(ENV_WORKER) {
+            return Ok(WorkerCommand { program: PathBuf::from(path), args: Vec::new() });
+        }
+        let exe = std::env::current_exe().map_err(|e| PoolError::NotFound(e.to_string()))?;
+        let name = format!("{WORKER_BIN}{}", std::env::consts::EXE_SUFFIX);
+        let mut dir = exe.parent();
+        for _ in 0..2 {
+            let Some(d) = dir else { break };
+            let candidate = d.join(&name);
+            if candidate.is_file() {
+                return Ok(WorkerCommand { program: candidate, args: Vec::new() });
+            }
+            dir = d.parent();
+        }
+        Err(PoolError::NotFound(exe.display().to_string()))
+    }
+
+    /// Re-executes the running binary with `args` (the binary must call `codemode_vm::worker::run_worker` when
+    /// it sees them).
+    ///
+    /// # Errors
+    ///
+    /// [`PoolError::NotFound`] when the running executable cannot be named.
+    pub fn current_exe(args: &[&str]) -> Result<WorkerCommand, PoolError> {
+        let program = std::env::current_exe().map_err(|e| PoolError::NotFound(e.to_string()))?;
+        Ok(WorkerCommand { program, args: args.iter().map(|s| (*s).to_owned()).collect() })
+    }
+}
+
+/// Settings of a pool.
+#[derive(Clone, Debug)]
+pub struct PoolConfig {
+    /// How to start a worker.
+    pub command: WorkerCommand,
+    /// Idle workers kept ready.
+    pub warm: usize,
+    /// The guest's memory budget in bytes.
+    pub memory_limit_bytes: u64,
+    /// Engine instructions one cell may execute.
+    pub instructions: u64,
+}
+
+/// Pre-started workers, each with a context already built.
+#[derive(Debug)]
+pub struct WorkerPool {
+    config: PoolConfig,
+    idle: Mutex<Vec<WorkerProcess>>,
+}
+
+impl WorkerPool {
+    /// A pool that starts workers with `config`; call [`WorkerPool::fill`] to start them ahead of need.
+    pub fn new(config: PoolConfig) -> Arc<WorkerPool> {
+        Arc::new(WorkerPool { config, idle: Mutex::new(Vec::new()) })
+    }
+
+    /// The pool's settings.
+    pub fn config(&self) -> &PoolConfig {
+        &self.config
+    }
+
+    /// Starts workers until `warm` are idle.
+    ///
+    /// # Errors
+    ///
+    /// When a worker cannot be started.
+    pub fn fill(&self) -> Result<(), PoolError> {
+        loop {
+            if self.idle.lock().expect("pool lock").len() >= self.config.warm {
+                return Ok(());
+            }
+            let worker = self.spawn()?;
+            self.idle.lock().expect("pool lock").push(worker);
+        }
+    }
+
+    /// An idle worker, or a new one; the pool refills itself in the background.
+    ///
+    /// # Errors
+    ///
+    /// When no worker can be started.
+    pub fn checkout(self: &Arc<Self>) -> Result<WorkerProcess, PoolError> {
+        let reused = {
+            let mut idle = self.idle.lock().expect("pool lock");
+            let mut found = None;
+            while let Some(mut worker) = idle.pop() {
+                if worker.is_alive() {
+                    found = Some(worker);
+                    break;
+                }
+            }
+            found
+        };
+        let worker = match reused {
+            Some(worker) => worker,
+            None => self.spawn()?,
+        };
+        let pool = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = pool.fill() {
+                tracing::warn!("code mode worker pool could not refill: {e}");
+            }
+        });
+        Ok(worker)
+    }
+
+    /// Returns a worker whose cell ended cleanly; its next context is already being built.
+    pub fn checkin(&self, worker: WorkerProcess) {
+        let mut idle = self.idle.lock().expect("pool lock");
+        if idle.len() < self.config.warm.max(1) {
+            idle.push(worker);
+        }
+    }
+
+    fn spawn(&self) -> Result<WorkerProcess, PoolError> {
+        let command = &self.config.command;
+        let mut cmd = Command::new(&command.program);
+        cmd.args(&command.args)
+            .env(ENV_MEMORY, self.config.memory_limit_bytes.to_string())
+            .env(ENV_INSTRUCTIONS, self.config.instructions.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let address_space = self.config.memory_limit_bytes.saturating_mul(2) + WORKER_BASE_MEMORY + 1024 * 1024 * 1024;
+        // SAFETY: setrlimit is async-signal-safe and touches only the child between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                let limit = libc::rlimit { rlim_cur: address_space, rlim_max: address_space };
+                libc::setrlimit(libc::RLIMIT_AS, &limit);
+                Ok(())
+            });
+        }
+        let mut child = cmd
+            .spawn()
+            .map_err(|source| PoolError::Spawn { path: command.program.display().to_string(), source })?;
+        let stdin = child.stdin.take().expect("stdin is piped");
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let mut stderr = child.stderr.take().expect("stderr is piped");
+        let stderr_tail = Arc::new(Mutex::new(String::new()));
+        let tail = stderr_tail.clone();
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 4096];
+            while let Ok(n) = stderr.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                let mut tail = tail.lock().expect("stderr lock");
+                tail.push_str(&String::from_utf8_lossy(&buf[..n]));
+                if tail.len() > 8192 {
+                    let cut = tail.len() - 4096;
+                    let cut = (cut..tail.len()).find(|i| tail.is_char_boundary(*i)).unwrap_or(tail.len());
+                    tail.drain(..cut);
+                }
+            }
+        });
+        Ok(WorkerProcess { child, stdin, stdout: BufReader::new(stdout), stderr_tail, line: String::new() })
+    }
+}
+
+/// How a worker process ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Death {
+    /// It passed its memory limit.
+    Memory,
+    /// It overflowed its stack.
+    Stack,
+    /// Any other end: exit code or signal, with the end of its stderr.
+    Other(String),
+}
+
+impl Death {
+    /// A message a model can act on.
+    pub fn message(&self) -> String {
+        match self {
+            Death::Memory => "code mode memory limit exceeded: the program allocated more than memoryLimitBytes. \
+                              Process data in smaller pieces and keep fewer large values alive."
+                .into(),
+            Death::Stack => "code mode stack limit exceeded: the program nested too deeply (recursion, or data \
+                             nested thousands of levels deep being stringified). Flatten the data or iterate."
+                .into(),
+            Death::Other(what) => format!("code mode worker ended unexpectedly ({what}); the host is unaffected"),
+        }
+    }
+}
+
+/// One worker process, owned by one run at a time.
+#[derive(Debug)]
+pub struct WorkerProcess {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    stderr_tail: Arc<Mutex<String>>,
+    line: String,
+}
+
+impl WorkerProcess {
+    /// Whether the process is still running.
+    pub fn is_alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// The process id, for supervision and tests.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// Sends one message.
+    ///
+    /// # Errors
+    ///
+    /// When the pipe is broken (the worker died).
+    pub async fn send(&mut self, message: &HostMessage) -> Result<(), PoolError> {
+        let mut text = serde_json::to_vec(message).expect("host messages always serialize");
+        text.push(b'\n');
+        self.stdin.write_all(&text).await?;
+        self.stdin.flush().await?;
+        Ok(())
+    }
+
+    /// The next message other than `Ready`, or how the worker died.
+    pub async fn recv(&mut self) -> Result<WorkerMessage, Death> {
+        loop {
+            self.line.clear();
+            let read = self.stdout.read_line(&mut self.line).await;
+            match read {
+                Ok(0) | Err(_) => return Err(self.death().await),
+                Ok(_) => match serde_json::from_str::<WorkerMessage>(&self.line) {
+                    Ok(WorkerMessage::Ready) => continue,
+                    Ok(message) => return Ok(message),
+                    Err(e) => {
+                        let _ = self.child.start_kill();
+                        return Err(Death::Other(format!("it sent a malformed message: {e}")));
+                    }
+                },
+            }
+        }
+    }
+
+    async fn death(&mut self) -> Death {
+        let status = self.child.wait().await;
+        // Give the stderr reader a moment to collect the last words.
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        let tail = self.stderr_tail.lock().expect("stderr lock").clone();
+        if tail.contains("overflowed its stack") || tail.contains("stack overflow") {
+            return Death::Stack;
+        }
+        if tail.contains("memory limit exceeded") || tail.contains("memory allocation of") {
+            return Death::Memory;
+        }
+        match status {
+            Ok(status) => {
+                use std::os::unix::process::ExitStatusExt;
+                if status.code() == Some(EXIT_MEMORY) {
+                    Death::Memory
+                } else if let Some(signal) = status.signal() {
+                    Death::Other(format!("signal {signal}"))
+                } else {
+                    Death::Other(format!("exit code {}", status.code().unwrap_or(-1)))
+                }
+            }
+            Err(e) => Death::Other(e.to_string()),
+        }
+    }
+
+    /// Kills the process and reaps it.
+    pub async fn kill(mut self) {
+        let _ = self.child.kill().await;
+    }
+}

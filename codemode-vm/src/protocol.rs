@@ -1,0 +1,142 @@
+//! The framed channel between the host and a worker: one compact JSON message per line, each way.
+//!
+//! The worker alternates between running the engine and waiting for a message; it reports every quiescent point
+//! (its job queue is empty) with the requests made since the last report. Output items stream as they are produced
+//! so a worker killed mid-cell keeps what it printed.
+
+use codemode_bridge::{BridgeRequest, Journal, OutputItem, Round};
+use serde::{Deserialize, Serialize};
+
+/// One MCP server as the guest sees it under `MCP.<global>`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GuestNamespace {
+    /// The identifier under `MCP`.
+    pub global: String,
+    /// The server's own name.
+    pub server: String,
+    /// `(js name, tool name)` pairs.
+    pub tools: Vec<(String, String)>,
+}
+
+/// What the guest's global scope holds besides the built-ins.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GuestGlobals {
+    /// Callable names of the catalog tools, each an async global.
+    pub tools: Vec<String>,
+    /// The MCP namespace.
+    pub mcp: Vec<GuestNamespace>,
+    /// Files `API.read` serves without a bridge call, `(path, content)`.
+    pub api_files: Vec<(String, String)>,
+}
+
+/// In-engine limits of one cell.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CellLimits {
+    /// Requests in flight at once; more wait in the guest's queue.
+    pub max_pending: u32,
+    /// Requests that may wait in the guest's queue before the cell fails.
+    pub max_queued: u32,
+    /// Bytes of encoded replies the guest inbox holds over the cell.
+    pub inbox_bytes: u64,
+    /// Bytes one request's arguments may take.
+    pub max_request_bytes: u64,
+}
+
+impl Default for CellLimits {
+    fn default() -> Self {
+        CellLimits {
+            max_pending: 16,
+            max_queued: 128,
+            inbox_bytes: 10 * 1024 * 1024,
+            max_request_bytes: 4 * 1024 * 1024,
+        }
+    }
+}
+
+/// Starts a cell.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Start {
+    /// The prepared JavaScript body (top-level await and return allowed).
+    pub source: String,
+    /// The globals to install.
+    pub globals: GuestGlobals,
+    /// In-engine limits.
+    pub limits: CellLimits,
+    /// The run's journal: its rounds are replayed before the cell goes live.
+    pub journal: Journal,
+    /// Output items already delivered by earlier calls; the worker does not send them again.
+    pub skip_output: u64,
+}
+
+/// Host to worker.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "t", rename_all = "camelCase")]
+pub enum HostMessage {
+    /// Run a cell in the worker's fresh context.
+    Start(Box<Start>),
+    /// Deliver settlements at the current quiescent point.
+    Settle(Round),
+    /// Stop the worker process.
+    Shutdown,
+}
+
+/// How the program's top-level promise ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum GuestOutcome {
+    /// It returned this JSON-safe value.
+    Returned {
+        /// The value.
+        value: serde_json::Value,
+    },
+    /// It threw.
+    Threw {
+        /// The error, formatted for the model (name, message and a stack in user coordinates).
+        error: String,
+    },
+}
+
+/// Why the worker failed the cell itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CellFailure {
+    /// The instruction budget ran out.
+    Timeout,
+    /// The guest broke a bridge rule (queue overflow, bad request).
+    InvalidInput,
+    /// The program can never finish (an engine limit after an await, or an await on a promise nothing settles).
+    Stalled,
+    /// An uncatchable engine limit (recursion, loop iterations) was hit.
+    EngineLimit,
+    /// Replay diverged or an invariant broke.
+    Internal,
+}
+
+/// Worker to host.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "t", rename_all = "camelCase")]
+pub enum WorkerMessage {
+    /// The worker's next context is built; it reads the next `Start`.
+    Ready,
+    /// An output item, as soon as it is produced.
+    Output(OutputItem),
+    /// The job queue is empty.
+    Quiescent {
+        /// Requests released to the host since the last report.
+        requests: Vec<BridgeRequest>,
+        /// The program's outcome, once its promise settled.
+        outcome: Option<GuestOutcome>,
+        /// Requests released to the host and not settled yet.
+        open: u32,
+        /// Released requests the guest cancelled (`clearTimeout`); the host drops them.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        canceled: Vec<u32>,
+    },
+    /// The worker failed the cell.
+    Failed {
+        /// Why.
+        failure: CellFailure,
+        /// For the model.
+        message: String,
+    },
+}

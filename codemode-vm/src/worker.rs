@@ -1,0 +1,171 @@
+//! The worker process: reads host messages from stdin, runs one cell at a time on a thread with a large stack, and
+//! writes reports and streamed output to stdout.
+//!
+//! Each cell gets a fresh context, built before the `Start` that uses it arrives, so nothing leaks between cells
+//! and a warm worker pays only for the program. The process is disposable: the host kills it on a deadline, and the
+//! counting allocator ends it with a recognisable exit code when the guest passes its memory limit.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::io::{BufRead, BufWriter, Write};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::engine::Engine;
+use crate::protocol::{HostMessage, WorkerMessage};
+
+/// Exit code of a worker that passed its memory limit.
+pub const EXIT_MEMORY: i32 = 86;
+/// Environment variable that holds the worker's memory limit in bytes.
+pub const ENV_MEMORY: &str = "CODEMODE_WORKER_MEMORY";
+/// Environment variable that holds a cell's engine instruction budget.
+pub const ENV_INSTRUCTIONS: &str = "CODEMODE_WORKER_INSTRUCTIONS";
+/// Stack of the engine thread: Boa recurses natively in its parser, `JSON.stringify` and friends.
+const ENGINE_STACK: usize = 256 * 1024 * 1024;
+
+static ALLOCATED: AtomicUsize = AtomicUsize::new(0);
+static LIMIT: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+/// A global allocator that counts live bytes and ends the process when a limit is passed.
+///
+/// Install it in the binary that serves as a worker (`#[global_allocator]`); the limit is only armed by
+/// [`run_worker`], so the same binary can be a host too.
+#[derive(Debug)]
+pub struct CountingAlloc;
+
+impl CountingAlloc {
+    fn admit(size: usize) {
+        let now = ALLOCATED.fetch_add(size, Ordering::Relaxed) + size;
+        if now > LIMIT.load(Ordering::Relaxed) {
+            over_limit();
+        }
+    }
+}
+
+#[cold]
+fn over_limit() -> ! {
+    const MESSAGE: &[u8] = b"codemode worker: memory limit exceeded\n";
+    // SAFETY: write(2) and _exit(2) are async-signal-safe and allocate nothing; this is the only way out of an
+    // allocator that must not allocate or unwind.
+    unsafe {
+        libc::write(2, MESSAGE.as_ptr().cast(), MESSAGE.len());
+        libc::_exit(EXIT_MEMORY)
+    }
+}
+
+// SAFETY: every method forwards to `System` with the same layout; the counter is only bookkeeping.
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        Self::admit(layout.size());
+        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, which `System` shares.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        Self::admit(layout.size());
+        // SAFETY: as for `alloc`.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        ALLOCATED.fetch_sub(layout.size(), Ordering::Relaxed);
+        // SAFETY: `ptr` was allocated by `System` with `layout`.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if new_size > layout.size() {
+            Self::admit(new_size - layout.size());
+        } else {
+            ALLOCATED.fetch_sub(layout.size() - new_size, Ordering::Relaxed);
+        }
+        // SAFETY: `ptr` was allocated by `System` with `layout`; the caller upholds the rest.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+/// Serves cells on stdin/stdout until the host hangs up, then exits the process.
+///
+/// Call it first thing in a binary's `main` when that binary is started as a worker.
+pub fn run_worker() -> ! {
+    let memory = std::env::var(ENV_MEMORY).ok().and_then(|v| v.parse::<usize>().ok());
+    let instructions = std::env::var(ENV_INSTRUCTIONS).ok().and_then(|v| v.parse::<u64>().ok()).unwrap_or(u64::MAX);
+    let engine_thread = std::thread::Builder::new()
+        .name("codemode-engine".into())
+        .stack_size(ENGINE_STACK)
+        .spawn(move || {
+            if let Some(memory) = memory {
+                // Arm the limit above what the process already holds, so the budget is the guest's.
+                LIMIT.store(ALLOCATED.load(Ordering::Relaxed).saturating_add(memory), Ordering::Relaxed);
+            }
+            serve(instructions)
+        })
+        .expect("the engine thread starts");
+    let code = match engine_thread.join() {
+        Ok(Ok(())) => 0,
+        Ok(Err(_)) | Err(_) => 70,
+    };
+    std::process::exit(code)
+}
+
+fn write_message(out: &mut impl Write, message: &WorkerMessage) -> std::io::Result<()> {
+    serde_json::to_writer(&mut *out, message)?;
+    out.write_all(b"\n")?;
+    out.flush()
+}
+
+fn serve(instructions: u64) -> std::io::Result<()> {
+    let stdin = std::io::stdin();
+    let mut input = stdin.lock();
+    let out = Rc::new(std::cell::RefCell::new(BufWriter::new(std::io::stdout())));
+    let mut line = String::new();
+    loop {
+        let sink_out = out.clone();
+        let sink = Box::new(move |item| {
+            // A broken pipe means the host is gone; the next read sees EOF and ends the worker.
+            let _ = write_message(&mut *sink_out.borrow_mut(), &WorkerMessage::Output(item));
+        });
+        let mut engine = match Engine::new(instructions, sink) {
+            Ok(engine) => engine,
+            Err(e) => {
+                eprintln!("codemode worker: the engine could not start: {e}");
+                return Err(std::io::Error::other("engine start failed"));
+            }
+        };
+        write_message(&mut *out.borrow_mut(), &WorkerMessage::Ready)?;
+        let mut started = false;
+        loop {
+            line.clear();
+            if input.read_line(&mut line)? == 0 {
+                return Ok(());
+            }
+            let message: HostMessage = match serde_json::from_str(&line) {
+                Ok(message) => message,
+                Err(e) => {
+                    eprintln!("codemode worker: bad host message: {e}");
+                    return Err(std::io::Error::other("bad host message"));
+                }
+            };
+            let step = match message {
+                HostMessage::Shutdown => return Ok(()),
+                HostMessage::Start(start) if !started => {
+                    started = true;
+                    engine.start(*start)
+                }
+                HostMessage::Settle(round) if started => engine.settle(&round),
+                _ => {
+                    eprintln!("codemode worker: message out of order");
+                    return Err(std::io::Error::other("message out of order"));
+                }
+            };
+            let done = match &step {
+                WorkerMessage::Failed { .. } => true,
+                WorkerMessage::Quiescent { outcome, open, .. } => outcome.is_some() && *open == 0,
+                _ => false,
+            };
+            write_message(&mut *out.borrow_mut(), &step)?;
+            if done {
+                break;
+            }
+        }
+    }
+}
