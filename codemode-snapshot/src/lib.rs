@@ -1,1 +1,23 @@
-//! codemode-snapshot (placeholder header, replaced as the crate is built).
+//! The run store of code mode: checkpoints of suspended runs (journals, not heaps), the process-wide cap of 64
+//! suspended runs, TTL expiry, run/session scoping with one resume in flight per run, durable backends so a run
+//! can be resumed by another process, and the per-session `store`/`load` values.
+//!
+//! It does not run guest code or tools: the facade replays a checkpoint in a worker. Invariant: a run is resumed at
+//! most once per checkpoint, so a tool call is never silently executed twice.
+
+mod backend;
+mod checkpoint;
+mod clock;
+mod error;
+mod session;
+mod store;
+
+pub use backend::{CheckpointBackend, FileBackend, MemoryBackend, SessionBackend};
+pub use checkpoint::{
+    CHECKPOINT_VERSION, Checkpoint, INTERRUPTED_CODE, INTERRUPTED_MESSAGE, PendingRequest, RunCounters, RunOwner,
+    interrupted_settlements, is_valid_run_id, new_run_id,
+};
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use error::StoreError;
+pub use session::{SessionLimits, SessionStore};
+pub use store::{AbortOutcome, DEFAULT_MAX_SUSPENDED_RUNS, Expired, ParkReceipt, Resumed, RunStore, Slot};

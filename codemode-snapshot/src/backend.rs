@@ -1,0 +1,296 @@
+//! Durable homes for checkpoints and session values: the `CheckpointBackend` and `SessionBackend` traits, an
+//! in-memory backend, and a directory backend (`--state DIR`) that several processes may share.
+//!
+//! Invariant of the directory backend: a file is either absent or a complete, valid document (writes go to a temp
+//! file that is renamed into place), and `take` is an atomic rename, so one process at most consumes a checkpoint.
+//! It is not a database: cross-process writers of one session's values are last-writer-wins.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::{ErrorKind, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::{Checkpoint, StoreError, is_valid_run_id};
+
+/// Where checkpoints of suspended runs are kept between park and resume.
+///
+/// Methods are synchronous and do small I/O; call them from a blocking context when the backend is slow. Run ids
+/// passed in are already validated by the store.
+pub trait CheckpointBackend: Send + Sync + 'static {
+    /// Stores `checkpoint` under its run id, replacing any earlier one.
+    ///
+    /// # Errors
+    ///
+    /// The backend could not write it.
+    fn put(&self, checkpoint: &Checkpoint) -> Result<(), StoreError>;
+
+    /// Reads the checkpoint of `run_id` without consuming it.
+    ///
+    /// # Errors
+    ///
+    /// The backend could not read or decode it.
+    fn get(&self, run_id: &str) -> Result<Option<Checkpoint>, StoreError>;
+
+    /// Removes and returns the checkpoint of `run_id`; of several concurrent callers (in any process sharing the
+    /// backend) at most one gets it.
+    ///
+    /// # Errors
+    ///
+    /// The backend could not read or decode it.
+    fn take(&self, run_id: &str) -> Result<Option<Checkpoint>, StoreError>;
+
+    /// Removes the checkpoint of `run_id`; `true` when there was one.
+    ///
+    /// # Errors
+    ///
+    /// The backend could not remove it.
+    fn delete(&self, run_id: &str) -> Result<bool, StoreError>;
+
+    /// The run ids stored.
+    ///
+    /// # Errors
+    ///
+    /// The backend could not be listed.
+    fn list(&self) -> Result<Vec<String>, StoreError>;
+}
+
+/// Where per-session `store`/`load` values are kept: one JSON object per session.
+pub trait SessionBackend: Send + Sync + 'static {
+    /// The values of `session` (empty when it has none).
+    ///
+    /// # Errors
+    ///
+    /// The backend could not read or decode them.
+    fn load_session(&self, session: &str) -> Result<Map<String, Value>, StoreError>;
+
+    /// Replaces the values of `session`; an empty map removes the session.
+    ///
+    /// # Errors
+    ///
+    /// The backend could not write them.
+    fn save_session(&self, session: &str, values: &Map<String, Value>) -> Result<(), StoreError>;
+}
+
+/// Keeps everything in this process; nothing survives a restart.
+#[derive(Debug, Default)]
+pub struct MemoryBackend {
+    runs: Mutex<HashMap<String, Checkpoint>>,
+    sessions: Mutex<HashMap<String, Map<String, Value>>>,
+}
+
+impl MemoryBackend {
+    /// An empty backend.
+    pub fn new() -> Self {
+        MemoryBackend::default()
+    }
+}
+
+impl CheckpointBackend for MemoryBackend {
+    fn put(&self, checkpoint: &Checkpoint) -> Result<(), StoreError> {
+        self.runs.lock().unwrap_or_else(PoisonError::into_inner).insert(checkpoint.run_id.clone(), checkpoint.clone());
+        Ok(())
+    }
+
+    fn get(&self, run_id: &str) -> Result<Option<Checkpoint>, StoreError> {
+        Ok(self.runs.lock().unwrap_or_else(PoisonError::into_inner).get(run_id).cloned())
+    }
+
+    fn take(&self, run_id: &str) -> Result<Option<Checkpoint>, StoreError> {
+        Ok(self.runs.lock().unwrap_or_else(PoisonError::into_inner).remove(run_id))
+    }
+
+    fn delete(&self, run_id: &str) -> Result<bool, StoreError> {
+        Ok(self.runs.lock().unwrap_or_else(PoisonError::into_inner).remove(run_id).is_some())
+    }
+
+    fn list(&self) -> Result<Vec<String>, StoreError> {
+        Ok(self.runs.lock().unwrap_or_else(PoisonError::into_inner).keys().cloned().collect())
+    }
+}
+
+impl SessionBackend for MemoryBackend {
+    fn load_session(&self, session: &str) -> Result<Map<String, Value>, StoreError> {
+        Ok(self.sessions.lock().unwrap_or_else(PoisonError::into_inner).get(session).cloned().unwrap_or_default())
+    }
+
+    fn save_session(&self, session: &str, values: &Map<String, Value>) -> Result<(), StoreError> {
+        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        if values.is_empty() {
+            sessions.remove(session);
+        } else {
+            sessions.insert(session.to_owned(), values.clone());
+        }
+        Ok(())
+    }
+}
+
+/// Keeps checkpoints and session values as JSON files under one directory:
+/// `runs/<runId>.json` and `sessions/<sha256 of the session id>.json`.
+#[derive(Debug, Clone)]
+pub struct FileBackend {
+    dir: PathBuf,
+}
+
+impl FileBackend {
+    /// Uses `dir`, creating it and its `runs/` and `sessions/` folders when missing.
+    ///
+    /// # Errors
+    ///
+    /// A folder could not be created.
+    pub fn open(dir: impl Into<PathBuf>) -> Result<Self, StoreError> {
+        let backend = FileBackend { dir: dir.into() };
+        for sub in [backend.runs_dir(), backend.sessions_dir()] {
+            fs::create_dir_all(&sub).map_err(|e| StoreError::io(&sub, e))?;
+        }
+        Ok(backend)
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn runs_dir(&self) -> PathBuf {
+        self.dir.join("runs")
+    }
+
+    fn sessions_dir(&self) -> PathBuf {
+        self.dir.join("sessions")
+    }
+
+    fn run_path(&self, run_id: &str) -> Result<PathBuf, StoreError> {
+        // The store validates ids already; this keeps a direct caller of the backend from escaping the folder.
+        if !is_valid_run_id(run_id) {
+            return Err(StoreError::InvalidRunId(run_id.to_owned()));
+        }
+        Ok(self.runs_dir().join(format!("{run_id}.json")))
+    }
+
+    fn session_path(&self, session: &str) -> PathBuf {
+        let digest = Sha256::digest(session.as_bytes());
+        let name: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        self.sessions_dir().join(format!("{name}.json"))
+    }
+}
+
+/// Writes `bytes` to `path` through a temp file in the same folder, synced, then renamed into place.
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    let folder = path.parent().expect("backend paths always have a parent folder");
+    let tmp = folder.join(format!(".tmp-{}", uuid::Uuid::new_v4().simple()));
+    let write = || -> std::io::Result<()> {
+        let mut file = fs::File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        fs::rename(&tmp, path)
+    };
+    write().map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        StoreError::io(path, e)
+    })
+}
+
+/// The file's bytes, `None` when it does not exist.
+fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
+    match fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(StoreError::io(path, e)),
+    }
+}
+
+fn decode_checkpoint(path: &Path, bytes: &[u8]) -> Result<Checkpoint, StoreError> {
+    Checkpoint::decode(bytes).map_err(|reason| StoreError::Corrupt { path: path.to_owned(), reason })
+}
+
+impl CheckpointBackend for FileBackend {
+    fn put(&self, checkpoint: &Checkpoint) -> Result<(), StoreError> {
+        write_atomic(&self.run_path(&checkpoint.run_id)?, &checkpoint.encode())
+    }
+
+    fn get(&self, run_id: &str) -> Result<Option<Checkpoint>, StoreError> {
+        let path = self.run_path(run_id)?;
+        read_optional(&path)?.map(|bytes| decode_checkpoint(&path, &bytes)).transpose()
+    }
+
+    fn take(&self, run_id: &str) -> Result<Option<Checkpoint>, StoreError> {
+        let path = self.run_path(run_id)?;
+        // The rename is the claim: of several processes only one moves the file away.
+        let claimed = self.runs_dir().join(format!(".taken-{}", uuid::Uuid::new_v4().simple()));
+        match fs::rename(&path, &claimed) {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(StoreError::io(&path, e)),
+        }
+        let bytes = fs::read(&claimed).map_err(|e| StoreError::io(&claimed, e));
+        let _ = fs::remove_file(&claimed);
+        decode_checkpoint(&path, &bytes?).map(Some)
+    }
+
+    fn delete(&self, run_id: &str) -> Result<bool, StoreError> {
+        let path = self.run_path(run_id)?;
+        match fs::remove_file(&path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(StoreError::io(&path, e)),
+        }
+    }
+
+    fn list(&self) -> Result<Vec<String>, StoreError> {
+        let dir = self.runs_dir();
+        let mut ids = Vec::new();
+        for entry in fs::read_dir(&dir).map_err(|e| StoreError::io(&dir, e))? {
+            let entry = entry.map_err(|e| StoreError::io(&dir, e))?;
+            let name = entry.file_name();
+            if let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".json"))
+                && is_valid_run_id(id)
+            {
+                ids.push(id.to_owned());
+            }
+        }
+        ids.sort();
+        Ok(ids)
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct SessionFile {
+    session: String,
+    values: Map<String, Value>,
+}
+
+#[derive(serde::Serialize)]
+struct SessionFileRef<'a> {
+    session: &'a str,
+    values: &'a Map<String, Value>,
+}
+
+impl SessionBackend for FileBackend {
+    fn load_session(&self, session: &str) -> Result<Map<String, Value>, StoreError> {
+        let path = self.session_path(session);
+        let Some(bytes) = read_optional(&path)? else { return Ok(Map::new()) };
+        let file: SessionFile = serde_json::from_slice(&bytes)
+            .map_err(|e| StoreError::Corrupt { path: path.clone(), reason: e.to_string() })?;
+        if file.session != session {
+            return Err(StoreError::Corrupt { path, reason: "the file belongs to another session".to_owned() });
+        }
+        Ok(file.values)
+    }
+
+    fn save_session(&self, session: &str, values: &Map<String, Value>) -> Result<(), StoreError> {
+        let path = self.session_path(session);
+        if values.is_empty() {
+            return match fs::remove_file(&path) {
+                Ok(()) => Ok(()),
+                Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(StoreError::io(&path, e)),
+            };
+        }
+        let file = SessionFileRef { session, values };
+        let bytes = serde_json::to_vec(&file).expect("JSON maps always serialize");
+        write_atomic(&path, &bytes)
+    }
+}

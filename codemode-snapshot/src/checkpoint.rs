@@ -1,0 +1,344 @@
+//! The checkpoint of a suspended run: everything needed to rebuild it by replay in a fresh worker, in any process.
+//!
+//! It holds no engine state (source, journal, budgets, counters, scoping), so it is small and portable. The journal
+//! is encoded compactly on the wire (digests as one hex string, rounds as arrays, clocks as deltas) so a run parked
+//! after ten calls fits well under a kilobyte; in memory it is the bridge's `Journal`.
+
+use codemode_bridge::{
+    BridgeMethod, Journal, OutputBudget, RequestDigest, Round, Settlement, SettlementValue, WaitReason,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::StoreError;
+
+/// Version of the checkpoint encoding; a checkpoint of another version is refused as corrupt.
+pub const CHECKPOINT_VERSION: u32 = 1;
+
+/// The error code a guest sees for a request interrupted by a restart.
+pub const INTERRUPTED_CODE: &str = "interrupted";
+
+/// The message a guest sees for a request interrupted by a restart.
+pub const INTERRUPTED_MESSAGE: &str =
+    "tool call interrupted by restart; it may or may not have run. Check its effect before retrying.";
+
+/// A fresh run id, `cm_<uuid>`.
+pub fn new_run_id() -> String {
+    format!("cm_{}", uuid::Uuid::new_v4().hyphenated())
+}
+
+/// Whether `run_id` has the form `cm_<lowercase hyphenated uuid>`.
+///
+/// Run ids come from the model and become file names in the durable backend, so anything else is refused before
+/// it gets near a path.
+pub fn is_valid_run_id(run_id: &str) -> bool {
+    let Some(rest) = run_id.strip_prefix("cm_") else { return false };
+    rest.len() == 36
+        && rest.char_indices().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => c == '-',
+            _ => matches!(c, '0'..='9' | 'a'..='f'),
+        })
+}
+
+/// Who may resume a run.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunOwner {
+    /// The session (or session key) the run belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// The agent that created the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    /// The agent run (turn) that created the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_run_id: Option<String>,
+}
+
+impl RunOwner {
+    /// Checks that `caller` may resume a run owned by `self`: every field must match exactly.
+    ///
+    /// # Errors
+    ///
+    /// `DifferentAgentRun` when the agent run differs, else `DifferentSession` when the session or agent differs.
+    pub fn check(&self, caller: &RunOwner) -> Result<(), StoreError> {
+        if self.agent_run_id != caller.agent_run_id {
+            return Err(StoreError::DifferentAgentRun);
+        }
+        if self.session_id != caller.session_id || self.agent_id != caller.agent_id {
+            return Err(StoreError::DifferentSession);
+        }
+        Ok(())
+    }
+}
+
+/// A bridge request that was in flight when the run parked.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingRequest {
+    /// The request's creation-order id.
+    pub id: u32,
+    /// The bridge method's wire spelling, e.g. `callValue`.
+    pub method: String,
+    /// The request digest (`RequestDigest.0`).
+    pub args_digest: u64,
+}
+
+impl PendingRequest {
+    /// The bridge method, when the spelling is one this build knows.
+    pub fn bridge_method(&self) -> Option<BridgeMethod> {
+        serde_json::from_value(serde_json::Value::String(self.method.clone())).ok()
+    }
+}
+
+/// Counters carried across the exec and waits of one run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunCounters {
+    /// `catalog.search` calls.
+    #[serde(default)]
+    pub search_count: u32,
+    /// `describe()` calls.
+    #[serde(default)]
+    pub describe_count: u32,
+    /// Tool calls.
+    #[serde(default)]
+    pub call_count: u32,
+}
+
+// Defaults are left out of the encoding: a checkpoint is mostly journal, and its size is a headline figure.
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+impl RunCounters {
+    fn is_zero(&self) -> bool {
+        *self == RunCounters::default()
+    }
+}
+
+/// Everything needed to resume a suspended run by replay.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Checkpoint {
+    /// Encoding version, [`CHECKPOINT_VERSION`].
+    #[serde(rename = "v")]
+    pub version: u32,
+    /// `cm_<uuid>`.
+    pub run_id: String,
+    /// Who may resume it.
+    #[serde(default)]
+    pub owner: RunOwner,
+    /// The prepared JavaScript the worker runs (after the TypeScript transform and wrapping).
+    pub source: String,
+    /// Digest of the tool catalog the run was started with; the facade refuses to replay against another.
+    pub tools_digest: String,
+    /// Whether every tool the run called is replay-safe.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub restart_safe: bool,
+    /// The replayable history.
+    #[serde(with = "wire")]
+    pub journal: Journal,
+    /// Output items already delivered to the caller (never delivered again).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub delivered_output: usize,
+    /// The run's shared output budget.
+    pub output_budget: OutputBudget,
+    /// Why the run parked.
+    pub reason: WaitReason,
+    /// Requests in flight when it parked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<PendingRequest>,
+    /// Search, describe and call counts so far.
+    #[serde(default, skip_serializing_if = "RunCounters::is_zero")]
+    pub counters: RunCounters,
+    /// When the run first parked (epoch ms); set by the store when zero.
+    #[serde(default)]
+    pub created_at_ms: u64,
+    /// When it expires (epoch ms); set by the store on every park.
+    #[serde(default)]
+    pub expires_at_ms: u64,
+    /// Incremented by the store on every park, so a stale in-memory copy is told apart from a newer durable one.
+    #[serde(default)]
+    pub generation: u32,
+    /// Facade-specific data (timers, queued requests, ...); `null` when unused.
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub extra: serde_json::Value,
+}
+
+impl Checkpoint {
+    /// A checkpoint with empty counters, no pending requests and no `extra`; the store fills in the times.
+    pub fn new(
+        run_id: String,
+        owner: RunOwner,
+        source: String,
+        tools_digest: String,
+        journal: Journal,
+        output_budget: OutputBudget,
+        reason: WaitReason,
+    ) -> Self {
+        Checkpoint {
+            version: CHECKPOINT_VERSION,
+            run_id,
+            owner,
+            source,
+            tools_digest,
+            restart_safe: false,
+            journal,
+            delivered_output: 0,
+            output_budget,
+            reason,
+            pending: Vec::new(),
+            counters: RunCounters::default(),
+            created_at_ms: 0,
+            expires_at_ms: 0,
+            generation: 0,
+            extra: serde_json::Value::Null,
+        }
+    }
+
+    /// The encoded form, compact JSON.
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("a checkpoint has string keys only and always serializes")
+    }
+
+    /// Decodes what [`Checkpoint::encode`] produced.
+    ///
+    /// # Errors
+    ///
+    /// A message naming what is wrong: bad JSON, a missing field or another encoding version.
+    pub fn decode(bytes: &[u8]) -> Result<Self, String> {
+        let checkpoint: Checkpoint = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        if checkpoint.version != CHECKPOINT_VERSION {
+            return Err(format!("checkpoint version {} (expected {CHECKPOINT_VERSION})", checkpoint.version));
+        }
+        Ok(checkpoint)
+    }
+
+    /// Bytes of the encoded form, what `maxSnapshotBytes` bounds.
+    pub fn encoded_len(&self) -> usize {
+        self.encode().len()
+    }
+
+    /// The encoded length, if it fits `max_snapshot_bytes`.
+    ///
+    /// # Errors
+    ///
+    /// `SnapshotTooLarge` (code `snapshot_limit_exceeded`) when it does not.
+    pub fn check_size(&self, max_snapshot_bytes: u64) -> Result<usize, StoreError> {
+        let size = self.encoded_len();
+        if u64::try_from(size).unwrap_or(u64::MAX) > max_snapshot_bytes {
+            return Err(StoreError::SnapshotTooLarge { size, max: max_snapshot_bytes });
+        }
+        Ok(size)
+    }
+
+    /// Whether the run has expired at `now_ms`.
+    pub fn is_expired(&self, now_ms: u64) -> bool {
+        now_ms >= self.expires_at_ms
+    }
+}
+
+/// Settlements for the requests of `checkpoint` that were in flight in a process that died: each rejects with
+/// code `interrupted` and [`INTERRUPTED_MESSAGE`], in creation order.
+///
+/// `yield` requests are left out: resuming the run is what settles them. The facade delivers the rest as the
+/// first round of the resumed run instead of dispatching the requests again, so a tool is never silently
+/// re-executed.
+pub fn interrupted_settlements(checkpoint: &Checkpoint) -> Vec<Settlement> {
+    let mut pending: Vec<&PendingRequest> =
+        checkpoint.pending.iter().filter(|p| p.method != BridgeMethod::Yield.as_str()).collect();
+    pending.sort_by_key(|p| p.id);
+    pending
+        .into_iter()
+        .map(|p| Settlement {
+            id: p.id,
+            value: SettlementValue::Err { code: INTERRUPTED_CODE.to_owned(), message: INTERRUPTED_MESSAGE.to_owned() },
+        })
+        .collect()
+}
+
+/// The compact wire form of a journal.
+///
+/// `{"seed":S,"start":T,"req":"<16 hex digits per request digest>","rounds":[[dt,[[id,value]|[id,code,msg],..]],..]}`
+/// where `dt` is the round's clock minus `start`.
+mod wire {
+    use super::*;
+    use serde::{Deserializer, Serializer, de::Error as _};
+    use serde_json::Value;
+
+    #[derive(Serialize, Deserialize)]
+    struct WireJournal {
+        seed: u64,
+        start: i64,
+        req: String,
+        rounds: Vec<(i64, Vec<WireSettlement>)>,
+    }
+
+    // Untagged: an error is the only three-element form, so it is tried first.
+    #[derive(Serialize, Deserialize)]
+    #[serde(untagged)]
+    enum WireSettlement {
+        Err(u32, String, String),
+        Ok(u32, Value),
+    }
+
+    pub(super) fn serialize<S: Serializer>(journal: &Journal, s: S) -> Result<S::Ok, S::Error> {
+        let mut req = String::with_capacity(journal.requests.len() * 16);
+        for digest in &journal.requests {
+            req.push_str(&format!("{:016x}", digest.0));
+        }
+        let rounds = journal
+            .rounds
+            .iter()
+            .map(|round| {
+                let settlements = round
+                    .settlements
+                    .iter()
+                    .map(|s| match &s.value {
+                        SettlementValue::Ok { value } => WireSettlement::Ok(s.id, value.clone()),
+                        SettlementValue::Err { code, message } => {
+                            WireSettlement::Err(s.id, code.clone(), message.clone())
+                        }
+                    })
+                    .collect();
+                (round.clock_ms.wrapping_sub(journal.start_clock_ms), settlements)
+            })
+            .collect();
+        WireJournal { seed: journal.seed, start: journal.start_clock_ms, req, rounds }.serialize(s)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Journal, D::Error> {
+        let wire = WireJournal::deserialize(d)?;
+        if wire.req.len() % 16 != 0 || !wire.req.is_ascii() {
+            return Err(D::Error::custom("journal request digests are not 16-digit hex"));
+        }
+        let requests = (0..wire.req.len() / 16)
+            .map(|i| {
+                u64::from_str_radix(&wire.req[i * 16..(i + 1) * 16], 16)
+                    .map(RequestDigest)
+                    .map_err(|_| D::Error::custom("journal request digests are not 16-digit hex"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let rounds = wire
+            .rounds
+            .into_iter()
+            .map(|(dt, settlements)| Round {
+                clock_ms: wire.start.wrapping_add(dt),
+                settlements: settlements
+                    .into_iter()
+                    .map(|s| match s {
+                        WireSettlement::Ok(id, value) => Settlement { id, value: SettlementValue::Ok { value } },
+                        WireSettlement::Err(id, code, message) => {
+                            Settlement { id, value: SettlementValue::Err { code, message } }
+                        }
+                    })
+                    .collect(),
+            })
+            .collect();
+        Ok(Journal { seed: wire.seed, start_clock_ms: wire.start, requests, rounds })
+    }
+}

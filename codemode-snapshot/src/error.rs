@@ -1,0 +1,103 @@
+//! The one error enum of the crate and its projection onto the bridge's failure codes.
+//!
+//! The run-store messages are the reference's exact model-visible texts (with their final period, unlike our own
+//! messages); everything a model can cause maps to `invalid_input`, host faults to `internal_error`.
+
+use std::path::PathBuf;
+
+use codemode_bridge::ErrorCode;
+
+/// Why a run-store or session-store operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// Stored runs plus reservations reached the process-wide cap.
+    #[error("too many suspended code mode runs.")]
+    TooManyRuns,
+    /// The run id is unknown, expired, already resumed, aborted or malformed.
+    #[error("code mode run is unavailable or expired.")]
+    Unavailable,
+    /// The run was created by another agent run.
+    #[error("code mode run belongs to a different agent run.")]
+    DifferentAgentRun,
+    /// The run was created in another session (or by another agent).
+    #[error("code mode run belongs to a different session.")]
+    DifferentSession,
+    /// Another resume of this run is in flight.
+    #[error("code mode run is already being resumed.")]
+    AlreadyResuming,
+    /// The encoded checkpoint is larger than `maxSnapshotBytes`.
+    #[error("code mode snapshot is {size} bytes, over maxSnapshotBytes ({max})")]
+    SnapshotTooLarge {
+        /// Encoded size of the checkpoint.
+        size: usize,
+        /// The limit.
+        max: u64,
+    },
+    /// A checkpoint handed to the store has a run id that is not `cm_<uuid>`.
+    #[error("invalid code mode run id {0:?}")]
+    InvalidRunId(String),
+    /// A session-store key is empty or too long.
+    #[error("store key must be 1 to {max} characters long, got {len}")]
+    KeyLength {
+        /// The key's length in characters.
+        len: usize,
+        /// The bound.
+        max: usize,
+    },
+    /// A session-store value is too large once encoded as JSON.
+    #[error("store value is {size} bytes of JSON, over the limit of {max} bytes")]
+    ValueTooLarge {
+        /// Encoded size of the value.
+        size: usize,
+        /// The bound.
+        max: usize,
+    },
+    /// A session already holds the maximum number of keys.
+    #[error("session store is full: at most {max} keys per session; overwrite or remove a key first")]
+    TooManyKeys {
+        /// The bound.
+        max: usize,
+    },
+    /// The durable backend could not read or write a file.
+    #[error("state backend i/o failed at {path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A stored file could not be decoded.
+    #[error("corrupt state file {path}: {reason}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+impl StoreError {
+    /// The failure code a `failed` result carries for this error.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            StoreError::TooManyRuns
+            | StoreError::Unavailable
+            | StoreError::DifferentAgentRun
+            | StoreError::DifferentSession
+            | StoreError::AlreadyResuming
+            | StoreError::KeyLength { .. }
+            | StoreError::ValueTooLarge { .. }
+            | StoreError::TooManyKeys { .. } => ErrorCode::InvalidInput,
+            StoreError::SnapshotTooLarge { .. } => ErrorCode::SnapshotLimitExceeded,
+            StoreError::InvalidRunId(_) | StoreError::Io { .. } | StoreError::Corrupt { .. } => {
+                ErrorCode::InternalError
+            }
+        }
+    }
+
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        StoreError::Io { path: path.into(), source }
+    }
+}

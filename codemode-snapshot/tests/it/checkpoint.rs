@@ -1,0 +1,77 @@
+//! Checkpoints: the compact wire form round-trips, stays small, and refuses what it cannot decode.
+
+use codemode_bridge::{Journal, RequestDigest, Round, Settlement, SettlementValue};
+use codemode_snapshot::{Checkpoint, is_valid_run_id, new_run_id};
+use proptest::prelude::*;
+
+use crate::{checkpoint, owner};
+
+#[test]
+fn run_ids_are_cm_uuid() {
+    let id = new_run_id();
+    assert!(id.starts_with("cm_"));
+    assert!(is_valid_run_id(&id));
+    assert!(!is_valid_run_id(&id.to_uppercase()));
+    assert!(!is_valid_run_id("cm_../../../../tmp/x"));
+    assert!(!is_valid_run_id(&format!("{id}/")));
+}
+
+#[test]
+fn ten_calls_returning_ok_fit_in_under_a_kilobyte() {
+    let mut cp = checkpoint(owner("agent:main:main", "run-1"), 10);
+    cp.created_at_ms = 1_800_000_000_000;
+    cp.expires_at_ms = 1_800_000_900_000;
+    cp.generation = 1;
+    let len = cp.encoded_len();
+    assert!(len < 1024, "checkpoint of 10 calls is {len} bytes");
+    insta::assert_snapshot!(String::from_utf8(cp.encode()).unwrap().replace(&cp.run_id, "cm_<uuid>"));
+}
+
+#[test]
+fn another_version_is_refused() {
+    let cp = checkpoint(owner("s", "r"), 1);
+    let text = String::from_utf8(cp.encode()).unwrap().replacen("\"v\":1", "\"v\":2", 1);
+    assert_eq!(Checkpoint::decode(text.as_bytes()).err().unwrap(), "checkpoint version 2 (expected 1)");
+}
+
+fn settlement() -> impl Strategy<Value = Settlement> {
+    let value = prop_oneof![
+        Just(serde_json::json!(null)),
+        any::<i64>().prop_map(serde_json::Value::from),
+        ".{0,12}".prop_map(serde_json::Value::from),
+        ".{0,8}".prop_map(|s| serde_json::json!({"ok": true, "s": s, "list": [s]})),
+        Just(serde_json::json!(["a", "b", "c"])),
+    ];
+    (
+        1u32..1000,
+        prop_oneof![
+            value.prop_map(|value| SettlementValue::Ok { value }),
+            (".{0,10}", ".{0,20}").prop_map(|(code, message)| SettlementValue::Err { code, message }),
+        ],
+    )
+        .prop_map(|(id, value)| Settlement { id, value })
+}
+
+proptest! {
+    #[test]
+    fn journals_round_trip_through_the_wire_form(
+        seed in any::<u64>(),
+        start in any::<i32>(),
+        requests in proptest::collection::vec(any::<u64>(), 0..20),
+        rounds in proptest::collection::vec((0i64..1_000_000, proptest::collection::vec(settlement(), 0..4)), 0..10),
+    ) {
+        let journal = Journal {
+            seed,
+            start_clock_ms: i64::from(start),
+            requests: requests.into_iter().map(RequestDigest).collect(),
+            rounds: rounds
+                .into_iter()
+                .map(|(dt, settlements)| Round { clock_ms: i64::from(start) + dt, settlements })
+                .collect(),
+        };
+        let mut cp = checkpoint(owner("s", "r"), 0);
+        cp.journal = journal;
+        let back = Checkpoint::decode(&cp.encode()).unwrap();
+        prop_assert_eq!(back, cp);
+    }
+}

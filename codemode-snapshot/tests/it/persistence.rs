@@ -1,0 +1,145 @@
+//! Runs and session values that outlive their store: two stores sharing a directory stand for two processes.
+
+use std::sync::Arc;
+
+use codemode_bridge::{SettlementValue, WaitReason};
+use codemode_snapshot::{
+    CheckpointBackend, FileBackend, INTERRUPTED_MESSAGE, ManualClock, PendingRequest, RunStore, SessionStore,
+    StoreError, interrupted_settlements,
+};
+
+use crate::{Live, T0, checkpoint, owner};
+
+fn store(dir: &std::path::Path, clock: &Arc<ManualClock>) -> RunStore<Live> {
+    let backend = FileBackend::open(dir).unwrap();
+    RunStore::new(Arc::new(backend), clock.clone())
+}
+
+#[test]
+fn a_run_parked_by_one_store_is_resumed_by_another_sharing_the_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T0));
+    let limits = codemode_config::Limits::default();
+
+    let first = store(dir.path(), &clock);
+    let mut cp = checkpoint(owner("s", "r"), 10);
+    cp.pending = vec![
+        PendingRequest { id: 12, method: "callValue".into(), args_digest: 7 },
+        PendingRequest { id: 11, method: "sleep".into(), args_digest: 8 },
+        PendingRequest { id: 13, method: "yield".into(), args_digest: 9 },
+    ];
+    let id = cp.run_id.clone();
+    let original = cp.clone();
+    first.park(first.reserve().unwrap(), cp, Some(Live(Arc::new(()))), &limits).unwrap();
+    drop(first); // the process dies
+
+    let second = store(dir.path(), &clock);
+    assert_eq!(second.prune_backend().unwrap(), 0);
+    let err = second.begin_resume(&id, &owner("s", "other")).err().unwrap();
+    assert_eq!(err.to_string(), "code mode run belongs to a different agent run.");
+    let resumed = second.begin_resume(&id, &owner("s", "r")).unwrap();
+    assert!(resumed.restored);
+    assert!(resumed.live.is_none());
+    assert_eq!(resumed.checkpoint.journal, original.journal);
+    assert_eq!(resumed.checkpoint.source, original.source);
+    assert_eq!(resumed.checkpoint.reason, WaitReason::PendingTools);
+
+    let settlements = interrupted_settlements(&resumed.checkpoint);
+    assert_eq!(settlements.iter().map(|s| s.id).collect::<Vec<_>>(), vec![11, 12], "yield is settled by resuming");
+    for s in &settlements {
+        assert_eq!(s.value, SettlementValue::Err { code: "interrupted".into(), message: INTERRUPTED_MESSAGE.into() });
+    }
+
+    // The resume consumed the file: a third process cannot resume it again.
+    let third = store(dir.path(), &clock);
+    assert!(matches!(third.begin_resume(&id, &owner("s", "r")), Err(StoreError::Unavailable)));
+
+    // Parking again writes a new checkpoint that the first process's stale memory would not match.
+    second.park(resumed.guard, resumed.checkpoint, None, &limits).unwrap();
+    let again = third.begin_resume(&id, &owner("s", "r")).unwrap();
+    assert_eq!(again.checkpoint.generation, 2);
+}
+
+#[test]
+fn a_stale_in_memory_copy_defers_to_a_newer_durable_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T0));
+    let limits = codemode_config::Limits::default();
+    let a = store(dir.path(), &clock);
+    let b = store(dir.path(), &clock);
+
+    let cp = checkpoint(owner("s", "r"), 2);
+    let id = cp.run_id.clone();
+    a.park(a.reserve().unwrap(), cp, Some(Live(Arc::new(()))), &limits).unwrap();
+
+    // b resumes and re-parks; a still holds generation 1 with a live worker.
+    let resumed = b.begin_resume(&id, &owner("s", "r")).unwrap();
+    let mut next = resumed.checkpoint;
+    next.delivered_output = 4;
+    b.park(resumed.guard, next, None, &limits).unwrap();
+
+    let from_a = a.begin_resume(&id, &owner("s", "r")).unwrap();
+    assert!(from_a.live.is_none(), "the stale live worker is not used");
+    assert!(from_a.restored);
+    assert_eq!(from_a.checkpoint.delivered_output, 4);
+    assert_eq!(from_a.checkpoint.generation, 2);
+
+    // b's memory is stale now that a consumed the run.
+    drop(from_a);
+    assert!(matches!(b.begin_resume(&id, &owner("s", "r")), Err(StoreError::Unavailable)));
+}
+
+#[test]
+fn expired_checkpoints_are_pruned_at_start_and_refused_on_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T0));
+    let limits = codemode_config::Limits::default();
+    let first = store(dir.path(), &clock);
+    let ids: Vec<String> = (0..3)
+        .map(|_| {
+            let cp = checkpoint(owner("s", "r"), 1);
+            let id = cp.run_id.clone();
+            first.park(first.reserve().unwrap(), cp, None, &limits).unwrap();
+            id
+        })
+        .collect();
+    drop(first);
+    clock.advance(limits.snapshot_ttl_seconds * 1000);
+
+    let second = store(dir.path(), &clock);
+    assert!(matches!(second.begin_resume(&ids[0], &owner("s", "r")), Err(StoreError::Unavailable)));
+    assert_eq!(second.backend().list().unwrap().len(), 2, "the expired file was deleted on load");
+    assert_eq!(second.prune_backend().unwrap(), 2);
+    assert!(second.backend().list().unwrap().is_empty());
+}
+
+#[test]
+fn a_corrupt_checkpoint_is_an_internal_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T0));
+    let backend = FileBackend::open(dir.path()).unwrap();
+    let id = codemode_snapshot::new_run_id();
+    std::fs::write(dir.path().join("runs").join(format!("{id}.json")), b"{\"v\":1,").unwrap();
+    assert_eq!(backend.list().unwrap(), vec![id.clone()]);
+    let store: RunStore<Live> = RunStore::new(Arc::new(backend), clock);
+    assert_eq!(store.prune_backend().unwrap(), 0);
+    let err = store.begin_resume(&id, &owner("s", "r")).err().unwrap();
+    assert_eq!(err.code(), codemode_bridge::ErrorCode::InternalError);
+    assert_eq!(store.occupied(), 0);
+}
+
+#[test]
+fn session_values_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = SessionStore::new(Arc::new(FileBackend::open(dir.path()).unwrap()));
+    first.store("agent:main:chat/1", "cursor", serde_json::json!({"page": 3})).unwrap();
+    first.store("other session", "cursor", serde_json::json!(1)).unwrap();
+    drop(first);
+
+    let second = SessionStore::new(Arc::new(FileBackend::open(dir.path()).unwrap()));
+    assert_eq!(second.load("agent:main:chat/1", "cursor").unwrap(), Some(serde_json::json!({"page": 3})));
+    assert_eq!(second.load("other session", "cursor").unwrap(), Some(serde_json::json!(1)));
+    assert_eq!(second.load("agent:main:chat/1", "missing").unwrap(), None);
+    second.clear("other session").unwrap();
+    assert_eq!(second.load("other session", "cursor").unwrap(), None);
+}

@@ -1,0 +1,225 @@
+//! The run store in one process: the cap, TTL expiry, scoping messages, one resume in flight, abort and eviction.
+
+use std::sync::{Arc, Barrier};
+
+use codemode_bridge::ErrorCode;
+use codemode_snapshot::{AbortOutcome, CheckpointBackend, StoreError};
+
+use crate::{T0, checkpoint, fixture, owner};
+
+#[test]
+fn cap_of_64_counts_reservations_and_parked_runs() {
+    let f = fixture();
+    let live = Arc::new(());
+    let mut reservations = Vec::new();
+    for i in 0..64 {
+        if i % 2 == 0 {
+            f.park(owner("s", "r"), &live);
+        } else {
+            reservations.push(f.store.reserve().unwrap());
+        }
+    }
+    assert_eq!(f.store.occupied(), 64);
+    assert_eq!(f.store.len(), 32);
+    let err = f.store.reserve().err().unwrap();
+    assert_eq!(err.to_string(), "too many suspended code mode runs.");
+    assert_eq!(err.code(), ErrorCode::InvalidInput);
+
+    // Dropping a reservation frees its place.
+    reservations.pop();
+    assert_eq!(f.store.occupied(), 63);
+    assert!(f.store.reserve().is_ok());
+}
+
+#[test]
+fn a_run_being_resumed_keeps_its_place_under_the_cap() {
+    let f = fixture();
+    let live = Arc::new(());
+    let ids: Vec<String> = (0..64).map(|_| f.park(owner("s", "r"), &live)).collect();
+    let resumed = f.store.begin_resume(&ids[0], &owner("s", "r")).unwrap();
+    assert_eq!(f.store.len(), 63);
+    assert_eq!(f.store.occupied(), 64);
+    assert!(matches!(f.store.reserve(), Err(StoreError::TooManyRuns)));
+    drop(resumed);
+    assert_eq!(f.store.occupied(), 63);
+}
+
+#[test]
+fn ttl_expiry_drops_runs_and_their_live_attachments() {
+    let f = fixture();
+    let live = Arc::new(());
+    let id = f.park(owner("s", "r"), &live);
+    assert_eq!(Arc::strong_count(&live), 2);
+
+    // One millisecond before the TTL the run is still there.
+    f.clock.advance(f.limits.snapshot_ttl_seconds * 1000 - 1);
+    assert!(f.store.expire().is_empty());
+    assert!(f.store.contains(&id));
+
+    f.clock.advance(1);
+    let expired = f.store.expire();
+    assert_eq!(expired.len(), 1);
+    assert_eq!(expired[0].run_id, id);
+    drop(expired);
+    assert_eq!(Arc::strong_count(&live), 1, "the live attachment was handed back and dropped");
+    assert!(f.store.is_empty());
+    assert!(f.backend.list().unwrap().is_empty(), "the durable copy is deleted too");
+    let err = f.store.begin_resume(&id, &owner("s", "r")).err().unwrap();
+    assert_eq!(err.to_string(), "code mode run is unavailable or expired.");
+}
+
+#[test]
+fn expired_runs_are_dropped_lazily_by_begin_resume() {
+    let f = fixture();
+    let live = Arc::new(());
+    let id = f.park(owner("s", "r"), &live);
+    f.clock.advance(f.limits.snapshot_ttl_seconds * 1000);
+    assert!(matches!(f.store.begin_resume(&id, &owner("s", "r")), Err(StoreError::Unavailable)));
+    assert_eq!(Arc::strong_count(&live), 1);
+    assert_eq!(f.store.occupied(), 0);
+}
+
+#[test]
+fn scoping_messages_match_the_reference_and_leave_the_run_in_place() {
+    let f = fixture();
+    let live = Arc::new(());
+    let id = f.park(owner("s1", "r1"), &live);
+
+    let cases = [
+        (owner("s1", "r2"), "code mode run belongs to a different agent run."),
+        (owner("s2", "r1"), "code mode run belongs to a different session."),
+        (
+            codemode_snapshot::RunOwner { agent_id: Some("other".into()), ..owner("s1", "r1") },
+            "code mode run belongs to a different session.",
+        ),
+    ];
+    for (caller, message) in cases {
+        let err = f.store.begin_resume(&id, &caller).err().unwrap();
+        assert_eq!(err.to_string(), message);
+        assert_eq!(err.code(), ErrorCode::InvalidInput);
+        assert!(f.store.contains(&id), "a refused wait does not consume the run");
+    }
+
+    for unknown in ["cm_00000000-0000-4000-8000-000000000000", "../../etc/passwd", "", "cm_"] {
+        let err = f.store.begin_resume(unknown, &owner("s1", "r1")).err().unwrap();
+        assert_eq!(err.to_string(), "code mode run is unavailable or expired.");
+    }
+
+    let resumed = f.store.begin_resume(&id, &owner("s1", "r1")).unwrap();
+    assert!(resumed.live.is_some());
+    assert!(!resumed.restored);
+    assert_eq!(resumed.guard.run_id(), Some(id.as_str()));
+}
+
+#[test]
+fn a_resumed_run_is_consumed_once_finished() {
+    let f = fixture();
+    let live = Arc::new(());
+    let id = f.park(owner("s", "r"), &live);
+    let resumed = f.store.begin_resume(&id, &owner("s", "r")).unwrap();
+    drop(resumed); // the run completed
+    assert_eq!(Arc::strong_count(&live), 1);
+    let err = f.store.begin_resume(&id, &owner("s", "r")).err().unwrap();
+    assert_eq!(err.to_string(), "code mode run is unavailable or expired.");
+    assert_eq!(f.store.occupied(), 0);
+}
+
+#[test]
+fn a_resumed_run_parks_again_under_the_same_id_with_a_new_generation() {
+    let f = fixture();
+    let live = Arc::new(());
+    let id = f.park(owner("s", "r"), &live);
+    let resumed = f.store.begin_resume(&id, &owner("s", "r")).unwrap();
+    assert_eq!(resumed.checkpoint.generation, 1);
+    f.clock.advance(5_000);
+    let receipt = f.store.park(resumed.guard, resumed.checkpoint, resumed.live, &f.limits).unwrap();
+    assert_eq!(receipt.generation, 2);
+    assert_eq!(receipt.expires_at_ms, T0 + 5_000 + f.limits.snapshot_ttl_seconds * 1000);
+    assert_eq!(f.store.occupied(), 1);
+    let again = f.store.begin_resume(&id, &owner("s", "r")).unwrap();
+    assert_eq!(again.checkpoint.created_at_ms, T0, "creation time survives a re-park");
+}
+
+#[test]
+fn concurrent_resume_is_refused() {
+    let f = fixture();
+    let live = Arc::new(());
+    let id = f.park(owner("s", "r"), &live);
+    let first = f.store.begin_resume(&id, &owner("s", "r")).unwrap();
+    let err = f.store.begin_resume(&id, &owner("s", "r")).err().unwrap();
+    assert_eq!(err.to_string(), "code mode run is already being resumed.");
+    assert_eq!(err.code(), ErrorCode::InvalidInput);
+    drop(first);
+
+    // Racing threads: exactly one wins.
+    let id = f.park(owner("s", "r"), &live);
+    let barrier = Arc::new(Barrier::new(8));
+    let outcomes: Vec<Result<bool, String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..8)
+            .map(|_| {
+                let (store, barrier, id) = (f.store.clone(), barrier.clone(), id.clone());
+                scope.spawn(move || {
+                    barrier.wait();
+                    // Keep the winner's slot alive until every thread has tried.
+                    let result = store.begin_resume(&id, &owner("s", "r"));
+                    barrier.wait();
+                    result.map(|r| r.live.is_some()).map_err(|e| e.to_string())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(outcomes.iter().filter(|o| o.is_ok()).count(), 1);
+    for o in outcomes.iter().filter_map(|o| o.as_ref().err()) {
+        assert_eq!(o, "code mode run is already being resumed.");
+    }
+}
+
+#[test]
+fn abort_drops_parked_runs_and_poisons_resuming_ones() {
+    let f = fixture();
+    let live = Arc::new(());
+    let id = f.park(owner("s", "r"), &live);
+    match f.store.abort(&id).unwrap() {
+        AbortOutcome::Parked { live: Some(_) } => {}
+        _ => panic!("expected the parked run with its live attachment"),
+    }
+    assert_eq!(Arc::strong_count(&live), 1);
+    assert!(matches!(f.store.begin_resume(&id, &owner("s", "r")), Err(StoreError::Unavailable)));
+    assert!(matches!(f.store.abort(&id).unwrap(), AbortOutcome::Unknown));
+
+    let id = f.park(owner("s", "r"), &live);
+    let resumed = f.store.begin_resume(&id, &owner("s", "r")).unwrap();
+    assert!(matches!(f.store.abort(&id).unwrap(), AbortOutcome::Resuming));
+    let err = f.store.park(resumed.guard, resumed.checkpoint, resumed.live, &f.limits).err().unwrap();
+    assert!(matches!(err, StoreError::Unavailable));
+    assert_eq!(f.store.occupied(), 0);
+    assert!(f.backend.list().unwrap().is_empty());
+}
+
+#[test]
+fn evicting_the_live_attachment_keeps_the_run() {
+    let f = fixture();
+    let live = Arc::new(());
+    let id = f.park(owner("s", "r"), &live);
+    assert!(f.store.evict_live(&id).is_some());
+    assert!(f.store.evict_live(&id).is_none());
+    let resumed = f.store.begin_resume(&id, &owner("s", "r")).unwrap();
+    assert!(resumed.live.is_none(), "the next resume replays");
+    assert!(!resumed.restored);
+}
+
+#[test]
+fn an_oversized_checkpoint_fails_with_snapshot_limit_exceeded() {
+    let f = fixture();
+    let limits = codemode_config::Limits { max_snapshot_bytes: 1024, ..f.limits.clone() };
+    let mut cp = checkpoint(owner("s", "r"), 3);
+    cp.source = "x".repeat(2048);
+    let slot = f.store.reserve().unwrap();
+    let err = f.store.park(slot, cp, None, &limits).err().unwrap();
+    assert!(err.to_string().starts_with("code mode snapshot is "), "{err}");
+    assert!(err.to_string().ends_with("bytes, over maxSnapshotBytes (1024)"), "{err}");
+    assert_eq!(err.code(), ErrorCode::SnapshotLimitExceeded);
+    assert_eq!(f.store.occupied(), 0, "the failed park freed its slot");
+    assert!(f.backend.list().unwrap().is_empty());
+}
