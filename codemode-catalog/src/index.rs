@@ -60,7 +60,14 @@ fn len(s: &str) -> usize {
 /// Items in index order: declared outputs first, then by callable name.
 fn ordered<'a, 'b>(items: &'b [IndexItem<'a>]) -> Vec<&'b IndexItem<'a>> {
     let mut v: Vec<&IndexItem<'a>> = items.iter().collect();
-    v.sort_by(|a, b| b.output.is_some().cmp(&a.output.is_some()).then_with(|| a.name.cmp(b.name)));
+    // Case-insensitive first, like the reference's `localeCompare`, so `API_x` files under `a`.
+    v.sort_by(|a, b| {
+        b.output
+            .is_some()
+            .cmp(&a.output.is_some())
+            .then_with(|| a.name.to_ascii_lowercase().cmp(&b.name.to_ascii_lowercase()))
+            .then_with(|| a.name.cmp(b.name))
+    });
     v
 }
 
