@@ -1,2 +1,3 @@
 //! Integration tests of the executor: source checks, the engine in-process, and the worker process.
 
+mod strings;

@@ -1,0 +1,2 @@
+//! Placeholder until the gateway benchmark lands.
+fn main() {}

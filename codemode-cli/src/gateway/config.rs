@@ -1,0 +1,569 @@
+//! The gateway's configuration file: codemode TOML, or the `{"mcpServers": {...}}` JSON desktop clients use.
+//!
+//! Both formats are read into one JSON tree and checked by hand, so every mistake is reported with the file, the
+//! dotted key and the fix. This module only reads and checks; it starts nothing. Invariant: a `GatewayConfig` that
+//! loaded is complete (each server has exactly one transport, no tool is both denied and direct-only).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use codemode_config::{LIMIT_KEYS, Limits};
+use serde_json::{Map, Value};
+
+use super::Error;
+
+/// When an upstream server's process is started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Startup {
+    /// Started with the gateway and kept running.
+    #[default]
+    Eager,
+    /// Started once at gateway start to list its tools, then stopped until the first call needs it.
+    Lazy,
+}
+
+/// How the gateway reaches an upstream server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// A child process speaking MCP over its stdin and stdout.
+    Stdio {
+        /// The program to run (looked up on `PATH` when not a path).
+        command: String,
+        /// Its arguments.
+        args: Vec<String>,
+        /// Extra environment variables.
+        env: BTreeMap<String, String>,
+    },
+    /// A Streamable HTTP endpoint.
+    Http {
+        /// The endpoint URL, `http://` or `https://`.
+        url: String,
+    },
+}
+
+/// One upstream MCP server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// How to reach it.
+    pub transport: Transport,
+    /// When to start it.
+    pub startup: Startup,
+    /// Tools that are never offered, not even inside the guest.
+    pub deny: Vec<String>,
+    /// Tools offered to the client directly, next to exec and wait, instead of inside the guest.
+    pub direct: Vec<String>,
+}
+
+/// A loaded gateway configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GatewayConfig {
+    /// The file it was read from, for error messages.
+    pub file: PathBuf,
+    /// The code mode limits every run obeys.
+    pub limits: Limits,
+    /// The upstream servers by name, in name order.
+    pub servers: BTreeMap<String, ServerConfig>,
+    /// Where suspended runs are kept, if set (`state_dir` in TOML, `stateDir` in JSON).
+    pub state_dir: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Toml,
+    Json,
+}
+
+const TOML_TOP_KEYS: [&str; 3] = ["limits", "servers", "state_dir"];
+const TOML_SERVER_KEYS: [&str; 7] = ["command", "args", "env", "url", "startup", "deny", "direct"];
+
+impl GatewayConfig {
+    /// Reads and checks a config file. `.json` files (or any file whose first non-blank character is `{`) are read
+    /// as desktop-client JSON, everything else as TOML.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ReadConfig`] when the file cannot be read, [`Error::Config`] naming the key and the fix when its
+    /// content is wrong.
+    pub fn load(file: &Path) -> Result<GatewayConfig, Error> {
+        let text =
+            std::fs::read_to_string(file).map_err(|source| Error::ReadConfig { file: file.to_path_buf(), source })?;
+        GatewayConfig::parse(file, &text)
+    }
+
+    /// Checks config text as if it were read from `file` (whose extension picks the format).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] naming the key and the fix.
+    pub fn parse(file: &Path, text: &str) -> Result<GatewayConfig, Error> {
+        let is_json =
+            file.extension().is_some_and(|e| e.eq_ignore_ascii_case("json")) || text.trim_start().starts_with('{');
+        let format = if is_json { Format::Json } else { Format::Toml };
+        let err = |key: &str, problem: String, fix: &str| config_error(file, key, problem, fix);
+        let root: Value = match format {
+            Format::Json => serde_json::from_str(text).map_err(|e| {
+                err("(file)", format!("is not valid JSON: {e}"), "fix the JSON syntax at that line and column")
+            })?,
+            Format::Toml => {
+                let table: toml::Table = toml::from_str(text).map_err(|e| {
+                    let at = e.span().map(|s| line_col(text, s.start)).unwrap_or_default();
+                    err("(file)", format!("is not valid TOML{at}: {}", e.message()), "fix the TOML syntax there")
+                })?;
+                serde_json::to_value(table).map_err(|e| {
+                    err("(file)", format!("holds a value JSON cannot represent: {e}"), "use plain strings and numbers")
+                })?
+            }
+        };
+        let Value::Object(root) = root else {
+            return Err(err("(file)", "is not an object".into(), "write `{\"mcpServers\": {...}}`"));
+        };
+        Checker { file, format }.root(&root)
+    }
+}
+
+struct Checker<'a> {
+    file: &'a Path,
+    format: Format,
+}
+
+impl Checker<'_> {
+    fn err(&self, key: &str, problem: impl Into<String>, fix: impl AsRef<str>) -> Error {
+        config_error(self.file, key, problem.into(), fix.as_ref())
+    }
+
+    fn root(&self, root: &Map<String, Value>) -> Result<GatewayConfig, Error> {
+        let servers_key = match self.format {
+            Format::Toml => {
+                for key in root.keys() {
+                    if !TOML_TOP_KEYS.contains(&key.as_str()) {
+                        return Err(self.unknown_key(key, key, &TOML_TOP_KEYS));
+                    }
+                }
+                "servers"
+            }
+            // Desktop config files carry unrelated settings next to `mcpServers`; VS Code names the table `servers`.
+            Format::Json if root.contains_key("mcpServers") => "mcpServers",
+            Format::Json if root.contains_key("servers") => "servers",
+            Format::Json => {
+                return Err(self.err(
+                    "mcpServers",
+                    "is missing",
+                    "add `\"mcpServers\": {\"name\": {\"command\": \"...\", \"args\": [...]}}`",
+                ));
+            }
+        };
+        let limits = match root.get("limits") {
+            None => Limits::default(),
+            Some(value) => self.limits(value)?,
+        };
+        let state_key = if self.format == Format::Toml { "state_dir" } else { "stateDir" };
+        let state_dir = match root.get(state_key) {
+            None => None,
+            Some(Value::String(s)) if !s.is_empty() => Some(PathBuf::from(s)),
+            Some(_) => return Err(self.err(state_key, "must be a non-empty string", "write a directory path")),
+        };
+        let servers = match root.get(servers_key) {
+            None => {
+                return Err(self.err(
+                    servers_key,
+                    "is missing: the gateway has nothing to offer",
+                    "add a `[servers.<name>]` table with `command` (stdio) or `url` (Streamable HTTP)",
+                ));
+            }
+            Some(Value::Object(map)) => map,
+            Some(_) => return Err(self.err(servers_key, "must be a table of servers", "write `[servers.<name>]`")),
+        };
+        let mut out = BTreeMap::new();
+        for (name, value) in servers {
+            let key = format!("{servers_key}.{name}");
+            if name.trim().is_empty() {
+                return Err(self.err(&key, "has an empty server name", "give the server a name"));
+            }
+            let Value::Object(table) = value else {
+                return Err(self.err(&key, "must be a table", "write `command = \"...\"` or `url = \"...\"` under it"));
+            };
+            if let Some(server) = self.server(&key, table)? {
+                out.insert(name.clone(), server);
+            }
+        }
+        if out.is_empty() {
+            return Err(self.err(servers_key, "names no enabled server", "add at least one server"));
+        }
+        Ok(GatewayConfig { file: self.file.to_path_buf(), limits, servers: out, state_dir })
+    }
+
+    fn limits(&self, value: &Value) -> Result<Limits, Error> {
+        let Value::Object(map) = value else {
+            return Err(self.err("limits", "must be a table", "write `[limits]` with keys like `timeoutMs = 10000`"));
+        };
+        for (key, v) in map {
+            let dotted = format!("limits.{key}");
+            if !LIMIT_KEYS.contains(&key.as_str()) {
+                return Err(self.unknown_key(&dotted, key, &LIMIT_KEYS));
+            }
+            if !v.as_u64().is_some_and(|n| n > 0) {
+                return Err(self.err(&dotted, format!("must be a positive integer, not {v}"), "write a whole number"));
+            }
+        }
+        Ok(Limits::from_json(value))
+    }
+
+    fn server(&self, key: &str, table: &Map<String, Value>) -> Result<Option<ServerConfig>, Error> {
+        // Unknown keys are typos in our TOML; in desktop JSON they are the client's own (`autoApprove`, `timeout`).
+        if self.format == Format::Toml {
+            for k in table.keys() {
+                if !TOML_SERVER_KEYS.contains(&k.as_str()) {
+                    return Err(self.unknown_key(&format!("{key}.{k}"), k, &TOML_SERVER_KEYS));
+                }
+            }
+        }
+        if self.format == Format::Json {
+            if table.get("disabled").and_then(Value::as_bool) == Some(true) {
+                return Ok(None);
+            }
+            if let Some(kind) = table.get("type") {
+                match kind.as_str() {
+                    Some("stdio" | "http" | "streamable-http" | "streamableHttp") => {}
+                    Some("sse") => {
+                        return Err(self.err(
+                            &format!("{key}.type"),
+                            "is \"sse\", the legacy HTTP+SSE transport, which the gateway does not speak",
+                            "point `url` at the server's Streamable HTTP endpoint and drop `type`",
+                        ));
+                    }
+                    _ => {
+                        return Err(self.err(
+                            &format!("{key}.type"),
+                            format!("is {kind}, not a transport the gateway knows"),
+                            "use \"stdio\" with `command`, or \"http\" with `url`",
+                        ));
+                    }
+                }
+            }
+        }
+        let transport = match (table.get("command"), table.get("url")) {
+            (Some(_), Some(_)) => {
+                return Err(self.err(
+                    key,
+                    "sets both `command` and `url`",
+                    "keep `command` for stdio or `url` for HTTP",
+                ));
+            }
+            (None, None) => {
+                return Err(self.err(
+                    key,
+                    "sets neither `command` nor `url`",
+                    "add `command = \"npx\"` (with `args`) for a stdio server or `url = \"http://...\"`",
+                ));
+            }
+            (Some(command), None) => {
+                let command = match command {
+                    Value::String(s) if !s.trim().is_empty() => s.clone(),
+                    _ => {
+                        return Err(self.err(
+                            &format!("{key}.command"),
+                            "must be a non-empty string",
+                            "name a program",
+                        ));
+                    }
+                };
+                let args = self.strings(&format!("{key}.args"), table.get("args"))?;
+                let env = self.env(&format!("{key}.env"), table.get("env"))?;
+                Transport::Stdio { command, args, env }
+            }
+            (None, Some(url)) => {
+                for k in ["args", "env"] {
+                    if table.contains_key(k) {
+                        return Err(self.err(
+                            &format!("{key}.{k}"),
+                            "only applies to stdio servers, and this one has a `url`",
+                            format!("remove `{k}`"),
+                        ));
+                    }
+                }
+                match url.as_str() {
+                    Some(u) if u.starts_with("http://") || u.starts_with("https://") => {
+                        Transport::Http { url: u.to_owned() }
+                    }
+                    _ => {
+                        return Err(self.err(
+                            &format!("{key}.url"),
+                            format!("is {url}, not an http:// or https:// URL"),
+                            "write the server's Streamable HTTP endpoint, e.g. \"http://127.0.0.1:3001/mcp\"",
+                        ));
+                    }
+                }
+            }
+        };
+        let startup = match table.get("startup") {
+            None => Startup::default(),
+            Some(v) => match v.as_str() {
+                Some("eager") => Startup::Eager,
+                Some("lazy") => Startup::Lazy,
+                _ => {
+                    return Err(self.err(
+                        &format!("{key}.startup"),
+                        format!("is {v}"),
+                        "write \"eager\" (start with the gateway) or \"lazy\" (start on first call)",
+                    ));
+                }
+            },
+        };
+        let deny = self.strings(&format!("{key}.deny"), table.get("deny"))?;
+        let direct = self.strings(&format!("{key}.direct"), table.get("direct"))?;
+        if let Some(both) = deny.iter().find(|t| direct.contains(t)) {
+            return Err(self.err(
+                &format!("{key}.direct"),
+                format!("lists \"{both}\", which `deny` also lists"),
+                format!("remove \"{both}\" from one of the two lists"),
+            ));
+        }
+        Ok(Some(ServerConfig { transport, startup, deny, direct }))
+    }
+
+    fn strings(&self, key: &str, value: Option<&Value>) -> Result<Vec<String>, Error> {
+        let Some(value) = value else { return Ok(Vec::new()) };
+        let fix = "write a list of strings, e.g. [\"a\", \"b\"]";
+        let Value::Array(items) = value else {
+            return Err(self.err(key, format!("must be a list of strings, not {value}"), fix));
+        };
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| match item {
+                Value::String(s) => Ok(s.clone()),
+                other => Err(self.err(&format!("{key}[{i}]"), format!("must be a string, not {other}"), "quote it")),
+            })
+            .collect()
+    }
+
+    fn env(&self, key: &str, value: Option<&Value>) -> Result<BTreeMap<String, String>, Error> {
+        let Some(value) = value else { return Ok(BTreeMap::new()) };
+        let Value::Object(map) = value else {
+            return Err(self.err(key, "must be a table of strings", "write `env = { NAME = \"value\" }`"));
+        };
+        map.iter()
+            .map(|(name, v)| match v {
+                Value::String(s) => Ok((name.clone(), s.clone())),
+                other => Err(self.err(
+                    &format!("{key}.{name}"),
+                    format!("must be a string, not {other}"),
+                    "quote the value: environment variables are strings",
+                )),
+            })
+            .collect()
+    }
+
+    fn unknown_key(&self, dotted: &str, key: &str, known: &[&str]) -> Error {
+        let fix = match closest(key, known) {
+            Some(near) => format!("did you mean `{near}`? known keys: {}", known.join(", ")),
+            None => format!("remove it; known keys: {}", known.join(", ")),
+        };
+        self.err(dotted, "is not a known key", fix)
+    }
+}
+
+fn config_error(file: &Path, key: &str, problem: String, fix: &str) -> Error {
+    Error::Config { file: file.to_path_buf(), key: key.to_owned(), problem, fix: fix.to_owned() }
+}
+
+fn line_col(text: &str, offset: usize) -> String {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    format!(" at line {line}, column {col}")
+}
+
+/// The known key nearest to `key` by edit distance (case-insensitive, `_`/`-` ignored), if it is close.
+fn closest<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
+    let norm = |s: &str| s.chars().filter(|c| *c != '_' && *c != '-').flat_map(char::to_lowercase).collect::<Vec<_>>();
+    let k = norm(key);
+    known
+        .iter()
+        .map(|cand| (levenshtein(&k, &norm(cand)), *cand))
+        .filter(|(d, _)| *d <= 2.max(k.len() / 4))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, cand)| cand)
+}
+
+fn levenshtein(a: &[char], b: &[char]) -> usize {
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn toml_err(text: &str) -> String {
+        GatewayConfig::parse(Path::new("gw.toml"), text).expect_err("config should be rejected").to_string()
+    }
+
+    fn json_err(text: &str) -> String {
+        GatewayConfig::parse(Path::new("claude.json"), text).expect_err("config should be rejected").to_string()
+    }
+
+    #[test]
+    fn full_toml_loads() {
+        let text = r#"
+state_dir = "/tmp/cm"
+[limits]
+timeoutMs = 20000
+[servers.everything]
+command = "node"
+args = ["index.js", "stdio"]
+env = { A = "1" }
+startup = "lazy"
+deny = ["get-env"]
+direct = ["get-tiny-image"]
+[servers.remote]
+url = "http://127.0.0.1:3001/mcp"
+"#;
+        let cfg = GatewayConfig::parse(Path::new("gw.toml"), text).unwrap();
+        assert_eq!(cfg.limits.timeout_ms, 20_000);
+        assert_eq!(cfg.state_dir.as_deref(), Some(Path::new("/tmp/cm")));
+        let ev = &cfg.servers["everything"];
+        assert_eq!(ev.startup, Startup::Lazy);
+        assert_eq!(ev.deny, ["get-env"]);
+        assert_eq!(ev.direct, ["get-tiny-image"]);
+        let Transport::Stdio { command, args, env } = &ev.transport else { panic!("stdio expected") };
+        assert_eq!((command.as_str(), args.len(), env["A"].as_str()), ("node", 2, "1"));
+        assert_eq!(cfg.servers["remote"].transport, Transport::Http { url: "http://127.0.0.1:3001/mcp".into() });
+        assert_eq!(cfg.servers["remote"].startup, Startup::Eager);
+    }
+
+    #[test]
+    fn desktop_json_is_accepted_as_is() {
+        let text = r#"{
+  "globalShortcut": "Ctrl+Space",
+  "mcpServers": {
+    "fs": { "command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"], "autoApprove": [] },
+    "web": { "type": "http", "url": "https://example.com/mcp" },
+    "off": { "command": "x", "disabled": true }
+  }
+}"#;
+        let cfg = GatewayConfig::parse(Path::new("claude_desktop_config.json"), text).unwrap();
+        assert_eq!(cfg.servers.keys().collect::<Vec<_>>(), ["fs", "web"]);
+        assert_eq!(cfg.limits, Limits::default());
+    }
+
+    #[test]
+    fn json_is_detected_by_content() {
+        let cfg = GatewayConfig::parse(Path::new("servers.conf"), r#" {"mcpServers": {"a": {"command": "x"}}}"#);
+        assert!(cfg.is_ok());
+    }
+
+    #[test]
+    fn toml_syntax_error_names_line() {
+        let e = toml_err("[servers.a]\ncommand = \n");
+        assert!(e.starts_with("gw.toml: (file): is not valid TOML at line 2"), "{e}");
+    }
+
+    #[test]
+    fn json_syntax_error() {
+        assert!(json_err("{\"mcpServers\": ").contains("is not valid JSON"));
+    }
+
+    #[test]
+    fn unknown_top_key_suggests() {
+        assert_eq!(
+            toml_err("[server.a]\ncommand = \"x\"\n"),
+            "gw.toml: server: is not a known key (fix: did you mean `servers`? known keys: limits, servers, state_dir)"
+        );
+    }
+
+    #[test]
+    fn unknown_server_key_suggests() {
+        let e = toml_err("[servers.a]\ncomand = \"x\"\n");
+        assert!(e.starts_with("gw.toml: servers.a.comand: is not a known key (fix: did you mean `command`?"), "{e}");
+    }
+
+    #[test]
+    fn missing_servers() {
+        assert!(toml_err("[limits]\ntimeoutMs = 5\n").starts_with("gw.toml: servers: is missing"));
+        assert!(json_err("{}").starts_with("claude.json: mcpServers: is missing"));
+    }
+
+    #[test]
+    fn command_and_url_are_exclusive() {
+        assert!(toml_err("[servers.a]\ncommand = \"x\"\nurl = \"http://h\"\n").contains("servers.a: sets both"));
+        assert!(toml_err("[servers.a]\nstartup = \"lazy\"\n").contains("servers.a: sets neither"));
+    }
+
+    #[test]
+    fn empty_command() {
+        assert!(toml_err("[servers.a]\ncommand = \"\"\n").contains("servers.a.command: must be a non-empty string"));
+    }
+
+    #[test]
+    fn bad_url() {
+        let e = toml_err("[servers.a]\nurl = \"ws://h\"\n");
+        assert!(e.contains("servers.a.url: is \"ws://h\", not an http:// or https:// URL"), "{e}");
+    }
+
+    #[test]
+    fn args_on_http_server() {
+        assert!(toml_err("[servers.a]\nurl = \"http://h\"\nargs = []\n").contains("servers.a.args: only applies"));
+    }
+
+    #[test]
+    fn args_must_be_strings() {
+        let e = toml_err("[servers.a]\ncommand = \"x\"\nargs = [\"a\", 3]\n");
+        assert!(e.contains("servers.a.args[1]: must be a string, not 3 (fix: quote it)"), "{e}");
+        assert!(toml_err("[servers.a]\ncommand = \"x\"\nargs = \"a\"\n").contains("servers.a.args: must be a list"));
+    }
+
+    #[test]
+    fn env_values_must_be_strings() {
+        let e = toml_err("[servers.a]\ncommand = \"x\"\nenv = { PORT = 80 }\n");
+        assert!(e.contains("servers.a.env.PORT: must be a string, not 80"), "{e}");
+    }
+
+    #[test]
+    fn bad_startup() {
+        let e = toml_err("[servers.a]\ncommand = \"x\"\nstartup = \"soon\"\n");
+        assert!(e.contains("servers.a.startup: is \"soon\" (fix: write \"eager\""), "{e}");
+    }
+
+    #[test]
+    fn denied_and_direct() {
+        let e = toml_err("[servers.a]\ncommand = \"x\"\ndeny = [\"t\"]\ndirect = [\"t\"]\n");
+        assert!(e.contains("servers.a.direct: lists \"t\", which `deny` also lists"), "{e}");
+    }
+
+    #[test]
+    fn unknown_limit() {
+        let e = toml_err("[limits]\ntimeout_ms = 5\n[servers.a]\ncommand = \"x\"\n");
+        assert!(e.contains("limits.timeout_ms: is not a known key (fix: did you mean `timeoutMs`?"), "{e}");
+    }
+
+    #[test]
+    fn limit_must_be_positive_integer() {
+        let e = toml_err("[limits]\ntimeoutMs = \"10s\"\n[servers.a]\ncommand = \"x\"\n");
+        assert!(e.contains("limits.timeoutMs: must be a positive integer, not \"10s\""), "{e}");
+    }
+
+    #[test]
+    fn sse_type_is_rejected_with_fix() {
+        let e = json_err(r#"{"mcpServers": {"a": {"type": "sse", "url": "http://h/sse"}}}"#);
+        assert!(e.contains("mcpServers.a.type: is \"sse\""), "{e}");
+    }
+
+    #[test]
+    fn all_disabled() {
+        let e = json_err(r#"{"mcpServers": {"a": {"command": "x", "disabled": true}}}"#);
+        assert!(e.contains("mcpServers: names no enabled server"), "{e}");
+    }
+
+    #[test]
+    fn server_must_be_table() {
+        assert!(toml_err("servers = { a = 1 }\n").contains("servers.a: must be a table"));
+    }
+}

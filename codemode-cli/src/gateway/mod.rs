@@ -1,0 +1,68 @@
+//! `codemode mcp`: an MCP server that wraps any set of MCP servers and offers them as `exec` + `wait`.
+//!
+//! `config` reads the file, `upstream` runs the wrapped servers and is the facade's `ToolHost`, `server` speaks MCP
+//! to the client. This module only wires them; the code mode engine itself is the `codemode` facade. Invariant: after
+//! start-up, nothing an upstream server or a guest program does can stop the gateway.
+
+pub mod config;
+pub mod upstream;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+pub use config::{GatewayConfig, ServerConfig, Startup, Transport};
+pub use upstream::UpstreamManager;
+
+/// Everything that stops the gateway from starting or serving.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The config file could not be read.
+    #[error("cannot read config file {}: {source}", file.display())]
+    ReadConfig {
+        /// The file.
+        file: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The config file's content is wrong.
+    #[error("{}: {key}: {problem} (fix: {fix})", file.display())]
+    Config {
+        /// The file.
+        file: PathBuf,
+        /// The dotted key at fault, or `(file)` for the whole file.
+        key: String,
+        /// What is wrong with it.
+        problem: String,
+        /// What to write instead.
+        fix: String,
+    },
+    /// `--http` named an address the gateway will not listen on.
+    #[error("--http {addr}: {problem}")]
+    HttpAddress {
+        /// The address given.
+        addr: SocketAddr,
+        /// Why it is refused.
+        problem: String,
+    },
+    /// The code mode engine could not be built.
+    #[error("cannot start code mode: {0}")]
+    Engine(String),
+    /// Serving the client failed (stdio closed during the handshake, the port is taken, ...).
+    #[error("cannot serve MCP: {0}")]
+    Serve(String),
+}
+
+/// The arguments of `codemode mcp`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct GatewayArgs {
+    /// The gateway config: codemode TOML, or a desktop client's `{"mcpServers": {...}}` JSON.
+    #[arg(long, value_name = "FILE")]
+    pub config: PathBuf,
+    /// Serve Streamable HTTP on this loopback address (e.g. 127.0.0.1:8931) instead of stdio.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<SocketAddr>,
+    /// Keep suspended runs in this directory (overrides the config's `state_dir`).
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+}

@@ -1,0 +1,409 @@
+//! The upstream side of the gateway: one rmcp client per configured MCP server, and the `ToolHost` over them.
+//!
+//! This module owns processes and connections, not policy: naming, declarations and budgets belong to the catalog
+//! and the facade. Invariant: an upstream failure never escapes as anything but a `ToolError` for the one call it
+//! hit; a connection found dead is replaced on the next call, so the gateway outlives every upstream server.
+//!
+//! Tool lists are read once, at gateway start, for every server (the surface and the `.d.ts` files need them). A
+//! `lazy` server is stopped right after that listing and started again by the first call that needs it.
+
+use std::collections::BTreeMap;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use codemode_bridge::{CallContext, ToolError, ToolHost};
+use codemode_catalog::ToolDefinition;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, GetPromptRequestParams, Implementation,
+    PaginatedRequestParams, ReadResourceRequestParams, Tool,
+};
+use rmcp::service::RunningService;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{RoleClient, ServiceError, ServiceExt};
+use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt;
+use tokio::sync::Mutex;
+
+use super::Error;
+use super::config::{GatewayConfig, ServerConfig, Startup, Transport};
+
+/// How long an upstream server may take to start and answer `initialize`.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long listing a server's tools at gateway start may take.
+const LIST_TIMEOUT: Duration = Duration::from_secs(30);
+
+type Client = RunningService<RoleClient, ClientConfig>;
+
+struct Connection {
+    client: Client,
+    /// Bumped on every (re)connect, so a failed call only invalidates the connection it used.
+    generation: u64,
+    pid: Option<u32>,
+}
+
+struct Upstream {
+    name: String,
+    config: ServerConfig,
+    /// The server's tools minus the denied ones, as listed at gateway start.
+    tools: Vec<Tool>,
+    conn: Mutex<Option<Connection>>,
+    generation: AtomicU64,
+}
+
+/// Every configured upstream MCP server, by name; the gateway's [`ToolHost`].
+pub struct UpstreamManager {
+    servers: BTreeMap<String, Arc<Upstream>>,
+    /// Servers that failed at start, with the reason; they offer no tools.
+    unavailable: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for UpstreamManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamManager")
+            .field("servers", &self.servers.keys().collect::<Vec<_>>())
+            .field("unavailable", &self.unavailable)
+            .finish()
+    }
+}
+
+impl UpstreamManager {
+    /// Starts every server, lists its tools, checks `deny`/`direct` against them, and stops the `lazy` ones again.
+    ///
+    /// A server that cannot be started or listed is reported on stderr and left out (its tools are absent), so one
+    /// broken server does not take the others down.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] when `deny` or `direct` names a tool the server does not have.
+    pub async fn start(config: &GatewayConfig) -> Result<UpstreamManager, Error> {
+        let started = futures::future::join_all(
+            config.servers.iter().map(|(name, server)| start_one(name.clone(), server.clone())),
+        )
+        .await;
+        let mut servers = BTreeMap::new();
+        let mut unavailable = BTreeMap::new();
+        for ((name, server), result) in config.servers.iter().zip(started) {
+            match result {
+                Ok((upstream, all_names)) => {
+                    for (list, key) in [(&server.deny, "deny"), (&server.direct, "direct")] {
+                        if let Some(missing) = list.iter().find(|t| !all_names.contains(t)) {
+                            return Err(Error::Config {
+                                file: config.file.clone(),
+                                key: format!("servers.{name}.{key}"),
+                                problem: format!("names \"{missing}\", which server \"{name}\" does not offer"),
+                                fix: format!("use one of its tools: {}", all_names.join(", ")),
+                            });
+                        }
+                    }
+                    servers.insert(name.clone(), Arc::new(upstream));
+                }
+                Err(reason) => {
+                    eprintln!("codemode gateway: MCP server \"{name}\" is unavailable and offers no tools: {reason}");
+                    unavailable.insert(name.clone(), reason);
+                }
+            }
+        }
+        Ok(UpstreamManager { servers, unavailable })
+    }
+
+    /// The tools of every available server as catalog definitions (`source: mcp`), denied tools left out.
+    pub fn tool_definitions(&self) -> Vec<ToolDefinition> {
+        let mut out = Vec::new();
+        for up in self.servers.values() {
+            for tool in &up.tools {
+                let value = json!({
+                    "name": tool.name,
+                    "title": tool.title.clone().or_else(|| tool.annotations.as_ref().and_then(|a| a.title.clone())),
+                    "description": tool.description.as_deref().unwrap_or_default(),
+                    "parameters": Value::Object((*tool.input_schema).clone()),
+                    "outputSchema": tool.output_schema.as_ref().map(|s| Value::Object((**s).clone())),
+                    "source": "mcp",
+                    "server": up.name,
+                    "directOnly": up.config.direct.iter().any(|d| *d == tool.name),
+                });
+                match serde_json::from_value(value) {
+                    Ok(def) => out.push(def),
+                    Err(e) => eprintln!("codemode gateway: skipping tool \"{}\" of \"{}\": {e}", tool.name, up.name),
+                }
+            }
+        }
+        out
+    }
+
+    /// The servers that failed at start, with why.
+    pub fn unavailable(&self) -> &BTreeMap<String, String> {
+        &self.unavailable
+    }
+
+    /// The process id of a stdio server's current process, if it is running.
+    pub async fn pid(&self, server: &str) -> Option<u32> {
+        let up = self.servers.get(server)?;
+        let guard = up.conn.lock().await;
+        guard.as_ref().filter(|c| !c.client.is_transport_closed()).and_then(|c| c.pid)
+    }
+
+    /// How many times a server was (re)started after the gateway's start-up listing.
+    pub fn restarts(&self, server: &str) -> u64 {
+        self.servers.get(server).map_or(0, |up| up.generation.load(Ordering::SeqCst).saturating_sub(1))
+    }
+
+    /// Calls an upstream tool and returns the MCP result unchanged (for direct-only tools).
+    ///
+    /// # Errors
+    ///
+    /// A [`ToolError`] saying what failed: unknown server or tool, a server that cannot start, a transport that
+    /// closed during the call (the server is restarted on the next call), or the server's own JSON-RPC error.
+    pub async fn call(&self, server: &str, tool: &str, args: Value) -> Result<CallToolResult, ToolError> {
+        let up = self.upstream(server)?;
+        if !up.tools.iter().any(|t| t.name == tool) {
+            return Err(ToolError::with_code(
+                "invalid_input",
+                format!("MCP server \"{server}\" has no tool \"{tool}\" (or it is denied by the gateway's config)"),
+            ));
+        }
+        let arguments = match args {
+            Value::Object(map) => Some(map),
+            Value::Null => None,
+            other => {
+                return Err(ToolError::with_code(
+                    "invalid_input",
+                    format!("MCP tool \"{server}.{tool}\" takes one object argument, not {}", type_name(&other)),
+                ));
+            }
+        };
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        params.arguments = arguments;
+        let (peer, generation) = up.peer().await?;
+        match peer.call_tool(params).await {
+            Ok(result) => Ok(result),
+            Err(e) => Err(up.failure(e, generation, &format!("the call to \"{tool}\"")).await),
+        }
+    }
+
+    /// Closes every connection and stops every upstream process.
+    pub async fn shutdown(&self) {
+        for up in self.servers.values() {
+            if let Some(mut conn) = up.conn.lock().await.take() {
+                let _ = conn.client.close_with_timeout(Duration::from_secs(5)).await;
+            }
+        }
+    }
+
+    fn upstream(&self, server: &str) -> Result<&Arc<Upstream>, ToolError> {
+        self.servers.get(server).ok_or_else(|| match self.unavailable.get(server) {
+            Some(reason) => ToolError::new(format!("MCP server \"{server}\" is unavailable: {reason}")),
+            None => ToolError::with_code("invalid_input", format!("there is no MCP server \"{server}\"")),
+        })
+    }
+
+    async fn namespace_op(&self, server: &str, op: &str, args: Value) -> Result<Value, ToolError> {
+        let up = self.upstream(server)?;
+        let bad_args = |e: serde_json::Error| {
+            ToolError::with_code("invalid_input", format!("MCP.{server}.{op}: invalid arguments: {e}"))
+        };
+        let args = if args.is_null() { json!({}) } else { args };
+        let (peer, generation) = up.peer().await?;
+        let result = match op {
+            "resources.list" => {
+                let params: PaginatedRequestParams = serde_json::from_value(args).map_err(bad_args)?;
+                peer.list_resources(Some(params)).await.map(|r| serde_json::to_value(r))
+            }
+            "resources.read" => {
+                let params: ReadResourceRequestParams = serde_json::from_value(args).map_err(bad_args)?;
+                peer.read_resource(params).await.map(|r| serde_json::to_value(r))
+            }
+            "prompts.list" => {
+                let params: PaginatedRequestParams = serde_json::from_value(args).map_err(bad_args)?;
+                peer.list_prompts(Some(params)).await.map(|r| serde_json::to_value(r))
+            }
+            "prompts.get" => {
+                let params: GetPromptRequestParams = serde_json::from_value(args).map_err(bad_args)?;
+                peer.get_prompt(params).await.map(|r| serde_json::to_value(r))
+            }
+            _ => {
+                return Err(ToolError::with_code(
+                    "invalid_input",
+                    format!("MCP.{server} has no operation \"{op}\"; use resources.list/read or prompts.list/get"),
+                ));
+            }
+        };
+        match result {
+            Ok(Ok(value)) => Ok(strip_protocol_fields(value)),
+            Ok(Err(e)) => Err(ToolError::new(format!("MCP server \"{server}\" sent an unreadable {op} result: {e}"))),
+            Err(e) => Err(up.failure(e, generation, op).await),
+        }
+    }
+}
+
+#[async_trait]
+impl ToolHost for UpstreamManager {
+    async fn call_tool(&self, tool: &str, args: Value, cx: CallContext) -> Result<Value, ToolError> {
+        let Some(server) = cx.server.as_deref() else {
+            return Err(ToolError::with_code(
+                "invalid_input",
+                format!("the gateway only runs MCP tools, and \"{tool}\" names no MCP server"),
+            ));
+        };
+        let result = self.call(server, tool, args).await?;
+        Ok(guest_call_result(&result))
+    }
+
+    async fn namespace(&self, server: &str, op: &str, args: Value, cx: CallContext) -> Result<Value, ToolError> {
+        let _ = cx;
+        self.namespace_op(server, op, args).await
+    }
+}
+
+/// An MCP tool result as the guest sees it: content blocks (with their annotations and block `_meta`),
+/// `structuredContent` and `isError` when present; the top-level `_meta` and protocol fields never enter the guest.
+/// An `isError: true` result is a value, not a failure: the program inspects it.
+pub fn guest_call_result(result: &CallToolResult) -> Value {
+    let mut out = serde_json::Map::new();
+    out.insert("content".into(), serde_json::to_value(&result.content).unwrap_or_else(|_| json!([])));
+    if let Some(structured) = &result.structured_content {
+        out.insert("structuredContent".into(), structured.clone());
+    }
+    if let Some(is_error) = result.is_error {
+        out.insert("isError".into(), Value::Bool(is_error));
+    }
+    Value::Object(out)
+}
+
+/// Drops the fields of a list/read/get result that describe the protocol exchange, not the data.
+fn strip_protocol_fields(mut value: Value) -> Value {
+    if let Value::Object(map) = &mut value {
+        for key in ["_meta", "resultType", "ttlMs", "cacheScope"] {
+            map.remove(key);
+        }
+    }
+    value
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+impl Upstream {
+    /// A handle on a live connection, (re)starting the server when there is none or it died.
+    async fn peer(&self) -> Result<(rmcp::Peer<RoleClient>, u64), ToolError> {
+        let mut guard = self.conn.lock().await;
+        if let Some(conn) = guard.as_ref()
+            && !conn.client.is_transport_closed()
+        {
+            return Ok((conn.client.peer().clone(), conn.generation));
+        }
+        let restarting = guard.take().is_some();
+        let (client, pid) = connect(&self.name, &self.config).await.map_err(|reason| {
+            let what = if restarting { "restarted after it stopped" } else { "started" };
+            ToolError::new(format!("MCP server \"{}\" could not be {what}: {reason}", self.name))
+        })?;
+        let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
+        let peer = client.peer().clone();
+        *guard = Some(Connection { client, generation, pid });
+        Ok((peer, generation))
+    }
+
+    /// Turns a failed request into the guest's error, dropping the connection when its transport is gone.
+    async fn failure(&self, error: ServiceError, generation: u64, what: &str) -> ToolError {
+        let name = &self.name;
+        match error {
+            ServiceError::McpError(e) => ToolError::new(format!("MCP server \"{name}\" failed {what}: {}", e.message)),
+            ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
+                let mut guard = self.conn.lock().await;
+                if guard.as_ref().is_some_and(|c| c.generation == generation) {
+                    // Dropping the client cancels its loop and kills the child process if it still runs.
+                    guard.take();
+                }
+                ToolError::new(format!(
+                    "MCP server \"{name}\" stopped during {what} (its connection closed); whether the call had any \
+                     effect is unknown. The gateway starts the server again on the next call."
+                ))
+            }
+            other => ToolError::new(format!("MCP server \"{name}\" failed {what}: {other}")),
+        }
+    }
+}
+
+/// Starts a server, lists its tools and, for a lazy one, stops it again.
+/// Returns the upstream and the names of all its tools (denied ones included, for checking the config).
+async fn start_one(name: String, config: ServerConfig) -> Result<(Upstream, Vec<String>), String> {
+    let (client, pid) = connect(&name, &config).await?;
+    let listed = match tokio::time::timeout(LIST_TIMEOUT, client.peer().list_all_tools()).await {
+        Ok(Ok(tools)) => tools,
+        Ok(Err(e)) => return Err(format!("listing its tools failed: {e}")),
+        Err(_) => return Err(format!("listing its tools took longer than {}s", LIST_TIMEOUT.as_secs())),
+    };
+    let all_names: Vec<String> = listed.iter().map(|t| t.name.to_string()).collect();
+    let tools = listed.into_iter().filter(|t| !config.deny.iter().any(|d| *d == t.name)).collect();
+    let conn = match config.startup {
+        Startup::Eager => Some(Connection { client, generation: 1, pid }),
+        Startup::Lazy => {
+            let mut client = client;
+            tokio::spawn(async move {
+                let _ = client.close_with_timeout(Duration::from_secs(5)).await;
+            });
+            None
+        }
+    };
+    let generation = AtomicU64::new(u64::from(conn.is_some()));
+    Ok((Upstream { name, config, tools, conn: Mutex::new(conn), generation }, all_names))
+}
+
+fn client_config() -> ClientConfig {
+    ClientConfig::new(ClientCapabilities::default(), Implementation::new("codemode-gateway", env!("CARGO_PKG_VERSION")))
+}
+
+/// Opens one connection: spawns the child process (stdio) or connects to the URL, and runs `initialize`.
+async fn connect(name: &str, config: &ServerConfig) -> Result<(Client, Option<u32>), String> {
+    let connecting = async {
+        match &config.transport {
+            Transport::Stdio { command, args, env } => {
+                let mut cmd = tokio::process::Command::new(command);
+                cmd.args(args).envs(env).kill_on_drop(true);
+                let (transport, stderr) = TokioChildProcess::builder(cmd)
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .map_err(|e| format!("cannot run `{command}`: {e}"))?;
+                let pid = transport.id();
+                if let Some(stderr) = stderr {
+                    forward_stderr(name.to_owned(), stderr);
+                }
+                let client = client_config()
+                    .serve(transport)
+                    .await
+                    .map_err(|e| format!("`{command}` did not complete the MCP handshake: {e}"))?;
+                Ok((client, pid))
+            }
+            Transport::Http { url } => {
+                let transport = StreamableHttpClientTransport::from_uri(url.as_str());
+                let client =
+                    client_config().serve(transport).await.map_err(|e| format!("cannot connect to {url}: {e}"))?;
+                Ok((client, None))
+            }
+        }
+    };
+    match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
+        Ok(result) => result,
+        Err(_) => Err(format!("it did not answer the MCP handshake within {}s", CONNECT_TIMEOUT.as_secs())),
+    }
+}
+
+/// Copies an upstream server's stderr to ours, one line at a time, prefixed with its name.
+fn forward_stderr(name: String, stderr: tokio::process::ChildStderr) {
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            eprintln!("[{name}] {line}");
+        }
+    });
+}

@@ -1,0 +1,6 @@
+//! The library half of the `codemode` binary: the pieces `main.rs` dispatches to, public so the integration tests
+//! and benchmarks can drive them directly.
+//!
+//! It is not a stable API for other crates; embedders use the `codemode` facade.
+
+pub mod gateway;

@@ -1,0 +1,3 @@
+//! The codemode-cli integration test binary: one binary, one module per area.
+
+mod gateway;
