@@ -69,6 +69,18 @@ fn bench(c: &mut Criterion) {
         })
     });
 
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let backend = FileBackend::open(dir.path()).expect("opens").without_fsync();
+    let store: RunStore<()> = RunStore::new(Arc::new(backend), Arc::new(SystemClock));
+    c.bench_function("park+begin_resume/file without fsync/10 calls", |b| {
+        b.iter(|| {
+            let slot = store.reserve().expect("the store is empty");
+            store.park(slot, cp.clone(), None, &limits).expect("parks");
+            let resumed = store.begin_resume(&cp.run_id, &owner).expect("resumes");
+            black_box(resumed.checkpoint.generation)
+        })
+    });
+
     c.bench_function("checkpoint encode/10 calls", |b| b.iter(|| black_box(cp.encoded_len())));
     let bytes = cp.encode();
     c.bench_function("checkpoint decode/10 calls", |b| b.iter(|| black_box(Checkpoint::decode(&bytes))));
