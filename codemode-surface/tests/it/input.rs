@@ -139,3 +139,35 @@ fn wait_input() {
         assert!(error.to_string().contains(fragment), "{input}: {error}");
     }
 }
+
+fn field() -> impl proptest::strategy::Strategy<Value = Value> {
+    use proptest::prelude::*;
+    prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i32>().prop_map(Value::from),
+        "[ a-z\\n]{0,8}".prop_map(Value::String),
+        "x{118,123}".prop_map(Value::String),
+        Just(json!("javascript")),
+        Just(json!("typescript")),
+        Just(json!([])),
+    ]
+}
+
+proptest::proptest! {
+    /// Whatever the model sends, an accepted input satisfies the contract and never runs blank code.
+    #[test]
+    fn accepted_inputs_satisfy_the_contract(
+        title in field(), code in field(), command in field(), restart in field(), language in field(),
+    ) {
+        let input = json!({ "title": title, "code": code, "command": command, "restartSafe": restart, "language": language });
+        if let Ok(parsed) = parse_exec_input(&input) {
+            proptest::prop_assert!(!parsed.title.trim().is_empty() && parsed.title.chars().count() <= 120);
+            proptest::prop_assert!(!parsed.code.trim().is_empty());
+            let code = input["code"].as_str().filter(|s| !s.trim().is_empty());
+            let command = input["command"].as_str().filter(|s| !s.trim().is_empty());
+            proptest::prop_assert!(code.or(command) == Some(parsed.code.as_str()));
+            proptest::prop_assert!(code.is_none() || command.is_none() || code == command);
+        }
+    }
+}
