@@ -1,2 +1,180 @@
-//! The codemode binary.
-fn main() {}
+//! The `codemode` binary: `run` a program, `wait` on a suspended run, print the `surface`, or serve the MCP
+//! gateway (`mcp`).
+//!
+//! It re-executes itself as the worker process (`codemode __worker`), so one binary is the whole product. Exit code
+//! 0 means the run completed (or is waiting), 1 that it failed, 2 a usage or set-up error.
+
+mod host;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use codemode::{CodeMode, CodeModeResult, Limits, RunScope};
+
+#[global_allocator]
+static ALLOCATOR: codemode::vm::worker::CountingAlloc = codemode::vm::worker::CountingAlloc;
+
+/// The hidden subcommand the binary runs as when it is its own worker.
+const WORKER_MARKER: &str = "__worker";
+
+#[derive(Parser)]
+#[command(name = "codemode", version, about = "Code mode for LLM agents: run model-written JavaScript against tools")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Args)]
+struct Common {
+    /// Folder the embedded read/list tools may read (paths are jailed to it).
+    #[arg(long, default_value = ".")]
+    root: PathBuf,
+    /// A JSON file of extra tools: {"tools": [{"name", "description", "parameters", "stub"?, ...}]}.
+    #[arg(long)]
+    catalog: Option<PathBuf>,
+    /// Keep suspended runs and the session store in this folder, so `codemode wait` can resume them.
+    #[arg(long)]
+    state: Option<PathBuf>,
+    /// Wall-clock budget of the call in milliseconds (100..=60000).
+    #[arg(long)]
+    timeout_ms: Option<u64>,
+    /// The session id runs and store/load are scoped to.
+    #[arg(long, default_value = "cli")]
+    session: String,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run one program and print its CodeModeResult as JSON.
+    Run {
+        /// A file with the program, or `-` for stdin.
+        file: Option<PathBuf>,
+        /// The program text.
+        #[arg(long)]
+        code: Option<String>,
+        /// A title for the cell.
+        #[arg(long, default_value = "codemode run")]
+        title: String,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Resume a waiting run by its runId.
+    Wait {
+        /// The runId printed by `run`.
+        run_id: String,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Print the tool definitions the model sees, as a JSON array.
+    Surface {
+        /// Extra tools, as for `run`.
+        #[arg(long)]
+        catalog: Option<PathBuf>,
+        /// A JSON file with `tools.codeMode` limits (`{"timeoutMs": ...}` or `{"tools": {"codeMode": {...}}}`).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Serve the code-mode MCP gateway over stdio.
+    Mcp(codemode_cli::gateway::GatewayArgs),
+    #[command(name = WORKER_MARKER, hide = true)]
+    Worker,
+}
+
+fn main() {
+    if std::env::args().nth(1).as_deref() == Some(WORKER_MARKER) {
+        codemode::vm::worker::run_worker();
+    }
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("the tokio runtime starts");
+    let code = match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("codemode: {e:#}");
+            2
+        }
+    };
+    std::process::exit(code)
+}
+
+async fn run(cli: Cli) -> anyhow::Result<i32> {
+    match cli.command {
+        Command::Run { file, code, title, common } => {
+            let code = match (code, file) {
+                (Some(code), _) => code,
+                (None, Some(path)) if path.as_os_str() == "-" => {
+                    std::io::read_to_string(std::io::stdin()).context("reading the program from stdin")?
+                }
+                (None, Some(path)) => std::fs::read_to_string(&path)
+                    .with_context(|| format!("reading the program from {}", path.display()))?,
+                (None, None) => anyhow::bail!("give a program: a FILE, `-` for stdin, or --code CODE"),
+            };
+            let engine = engine(&common)?;
+            let input = serde_json::json!({ "title": title, "code": code });
+            Ok(print(engine.exec(input, scope(&common)).await))
+        }
+        Command::Wait { run_id, common } => {
+            let engine = engine(&common)?;
+            let input = serde_json::json!({ "runId": run_id });
+            Ok(print(engine.wait(input, scope(&common)).await))
+        }
+        Command::Surface { catalog, config } => {
+            let limits = match config {
+                Some(path) => load_limits(&path)?,
+                None => Limits::default(),
+            };
+            let tools = host::tools(catalog.as_deref())?;
+            let catalog = codemode::catalog::Catalog::build(
+                tools.into_iter().map(|(definition, _)| definition).collect(),
+                codemode::catalog::CatalogOptions::from_limits(&limits),
+            )?;
+            let surface = codemode::surface::visible_tools(&catalog, &limits);
+            println!("{}", serde_json::to_string_pretty(&surface)?);
+            Ok(0)
+        }
+        Command::Mcp(args) => {
+            codemode_cli::gateway::run_gateway(args).await?;
+            Ok(0)
+        }
+        Command::Worker => unreachable!("handled before argument parsing"),
+    }
+}
+
+fn scope(common: &Common) -> RunScope {
+    RunScope { session_id: Some(common.session.clone()), ..RunScope::default() }
+}
+
+fn engine(common: &Common) -> anyhow::Result<CodeMode> {
+    let mut limits = Limits::default();
+    if let Some(ms) = common.timeout_ms {
+        limits.timeout_ms = ms.clamp(100, 60_000);
+    }
+    let tools = host::tools(common.catalog.as_deref())?;
+    let cli_host = host::CliHost::new(&common.root, &tools)?;
+    let engine = CodeMode::builder()
+        .limits(limits)
+        .tools(tools.into_iter().map(|(definition, _)| definition).collect())
+        .host(Arc::new(cli_host))
+        .state_dir(common.state.clone())
+        .worker(codemode::vm::pool::WorkerCommand::current_exe(&[WORKER_MARKER])?)
+        .warm_workers(1)
+        .build()?;
+    Ok(engine)
+}
+
+fn load_limits(path: &std::path::Path) -> anyhow::Result<Limits> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))?;
+    let object = value.pointer("/tools/codeMode").cloned().unwrap_or(value);
+    Ok(codemode::config::Limits::from_json(&object))
+}
+
+fn print(result: CodeModeResult) -> i32 {
+    println!("{}", serde_json::to_string(&result).expect("results always serialize"));
+    match result {
+        CodeModeResult::Failed(_) => 1,
+        _ => 0,
+    }
+}

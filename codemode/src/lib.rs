@@ -1,1 +1,309 @@
-//! codemode (placeholder header, replaced as the crate is built).
+//! Code mode for LLM agents: the model sees `exec` and `wait`; a model-written JavaScript (or TypeScript) program
+//! runs in a supervised worker process where every hidden tool is an async global.
+//!
+//! This facade composes the lower crates into [`CodeMode`] (`surface`, `exec`, `wait`, `abort`) and re-exports them
+//! à la carte; it holds no policy of its own beyond wiring. Invariant: guest failures come back as `failed` results,
+//! never as `Err`, and a suspended run is never dropped silently.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use codemode::{CodeMode, RunScope, ToolDefinition, bridge::{CallContext, ToolError, ToolHost}};
+//!
+//! struct Host;
+//! #[async_trait::async_trait]
+//! impl ToolHost for Host {
+//!     async fn call_tool(&self, tool: &str, args: serde_json::Value, _: CallContext)
+//!         -> Result<serde_json::Value, ToolError> {
+//!         Ok(serde_json::json!({ "tool": tool, "args": args }))
+//!     }
+//! }
+//!
+//! # async fn demo() -> Result<(), codemode::Error> {
+//! let tools = vec![ToolDefinition {
+//!     name: "ping".into(),
+//!     description: "Answers pong".into(),
+//!     parameters: serde_json::json!({ "type": "object" }),
+//!     output_schema: None,
+//!     source: Default::default(),
+//!     server: None,
+//!     label: None,
+//!     direct_only: false,
+//!     replay_safe: true,
+//! }];
+//! let code_mode = CodeMode::builder().tools(tools).host(Arc::new(Host)).build()?;
+//! let result = code_mode
+//!     .exec(serde_json::json!({ "title": "Ping once", "code": "return await ping({})" }), RunScope::default())
+//!     .await;
+//! println!("{}", serde_json::to_string(&result).unwrap());
+//! # Ok(()) }
+//! ```
+
+mod dispatch;
+mod run;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+pub use codemode_bridge as bridge;
+pub use codemode_catalog as catalog;
+pub use codemode_config as config;
+pub use codemode_snapshot as snapshot;
+pub use codemode_surface as surface;
+pub use codemode_telemetry as telemetry;
+pub use codemode_vm as vm;
+
+pub use codemode_bridge::{CodeModeResult, ErrorCode, FailurePhase, OutputItem, ToolHost};
+pub use codemode_catalog::{ToolDefinition, ToolSource};
+pub use codemode_config::Limits;
+pub use codemode_surface::ToolSpec;
+
+use codemode_catalog::{Catalog, CatalogOptions};
+use codemode_snapshot::{CheckpointBackend, FileBackend, MemoryBackend, RunStore, SessionStore, SystemClock};
+use codemode_vm::pool::{PoolConfig, WorkerCommand, WorkerPool};
+use codemode_vm::protocol::{GuestGlobals, GuestNamespace};
+
+use run::LiveRun;
+
+/// Errors building a [`CodeMode`]. Guest failures are never errors: they are `failed` results.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The tool catalog could not be built.
+    #[error("the tool catalog could not be built: {0}")]
+    Catalog(#[from] codemode_catalog::CatalogError),
+    /// No worker could be found or started; code mode fails closed.
+    #[error("the code mode runtime cannot start: {0}")]
+    Runtime(#[from] codemode_vm::pool::PoolError),
+    /// The state directory could not be opened.
+    #[error("the code mode state directory could not be opened: {0}")]
+    State(#[from] codemode_snapshot::StoreError),
+    /// No tool host was given.
+    #[error("a ToolHost is required: call CodeModeBuilder::host")]
+    NoHost,
+}
+
+/// Who is calling: runs are scoped to their session and agent run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunScope {
+    /// The session the run belongs to; also the namespace of `store`/`load`.
+    pub session_id: Option<String>,
+    /// The agent that runs it.
+    pub agent_id: Option<String>,
+    /// The agent run (turn).
+    pub agent_run_id: Option<String>,
+}
+
+/// Builds a [`CodeMode`].
+#[derive(Default)]
+pub struct CodeModeBuilder {
+    limits: Limits,
+    tools: Vec<ToolDefinition>,
+    denied: Vec<String>,
+    host: Option<Arc<dyn ToolHost>>,
+    state_dir: Option<PathBuf>,
+    worker: Option<WorkerCommand>,
+    warm_workers: Option<usize>,
+    replay_on_resume: bool,
+}
+
+impl CodeModeBuilder {
+    /// The limits of every run (default: the reference's defaults).
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The tools hidden behind exec.
+    pub fn tools(mut self, tools: Vec<ToolDefinition>) -> Self {
+        self.tools = tools;
+        self
+    }
+
+    /// Tool names that must not exist in any run.
+    pub fn deny(mut self, names: Vec<String>) -> Self {
+        self.denied = names;
+        self
+    }
+
+    /// Runs the tools the guest calls.
+    pub fn host(mut self, host: Arc<dyn ToolHost>) -> Self {
+        self.host = Some(host);
+        self
+    }
+
+    /// Keeps suspended runs and the session store on disk under `dir`, so another process can resume them.
+    pub fn state_dir(mut self, dir: Option<PathBuf>) -> Self {
+        self.state_dir = dir;
+        self
+    }
+
+    /// How to start workers (default: [`WorkerCommand::locate`], the bundled `codemode-worker`).
+    pub fn worker(mut self, command: WorkerCommand) -> Self {
+        self.worker = Some(command);
+        self
+    }
+
+    /// Idle workers kept ready (default 2).
+    pub fn warm_workers(mut self, n: usize) -> Self {
+        self.warm_workers = Some(n);
+        self
+    }
+
+    /// Drops a parked run's live worker, so every `wait` resumes by replay (for tests and for hosts that prefer
+    /// to hold no process per parked run).
+    pub fn replay_on_resume(mut self, yes: bool) -> Self {
+        self.replay_on_resume = yes;
+        self
+    }
+
+    /// Builds the engine and starts its worker pool.
+    ///
+    /// # Errors
+    ///
+    /// When the catalog is invalid, no worker can be started (code mode fails closed), or the state directory
+    /// cannot be opened.
+    pub fn build(self) -> Result<CodeMode, Error> {
+        let host = self.host.ok_or(Error::NoHost)?;
+        let mut options = CatalogOptions::from_limits(&self.limits);
+        options.denied = self.denied;
+        let catalog = Catalog::build(self.tools, options)?;
+        let command = match self.worker {
+            Some(command) => command,
+            None => WorkerCommand::locate()?,
+        };
+        let instructions = self.limits.timeout_ms.saturating_mul(150_000);
+        let pool = WorkerPool::new(PoolConfig {
+            command,
+            warm: self.warm_workers.unwrap_or(2),
+            memory_limit_bytes: self.limits.memory_limit_bytes,
+            instructions,
+        });
+        pool.fill()?;
+        let (runs, sessions) = match &self.state_dir {
+            Some(dir) => {
+                let backend = Arc::new(FileBackend::open(dir.clone())?);
+                let runs = RunStore::new(backend.clone() as Arc<dyn CheckpointBackend>, Arc::new(SystemClock));
+                (runs, SessionStore::new(backend))
+            }
+            None => {
+                let backend = Arc::new(MemoryBackend::new());
+                let runs = RunStore::new(backend.clone() as Arc<dyn CheckpointBackend>, Arc::new(SystemClock));
+                (runs, SessionStore::new(backend))
+            }
+        };
+        let globals = guest_globals(&catalog);
+        let tools_digest = tools_digest(&catalog);
+        Ok(CodeMode {
+            inner: Arc::new(Inner {
+                limits: self.limits,
+                catalog,
+                host,
+                pool,
+                runs,
+                sessions,
+                globals,
+                tools_digest,
+                replay_on_resume: self.replay_on_resume,
+            }),
+        })
+    }
+}
+
+pub(crate) struct Inner {
+    pub(crate) limits: Limits,
+    pub(crate) catalog: Catalog,
+    pub(crate) host: Arc<dyn ToolHost>,
+    pub(crate) pool: Arc<WorkerPool>,
+    pub(crate) runs: RunStore<LiveRun>,
+    pub(crate) sessions: SessionStore,
+    pub(crate) globals: GuestGlobals,
+    pub(crate) tools_digest: String,
+    pub(crate) replay_on_resume: bool,
+}
+
+/// The code mode engine: one catalog, one tool host, one worker pool, one run store.
+#[derive(Clone)]
+pub struct CodeMode {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for CodeMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CodeMode").field("tools", &self.inner.catalog.len()).finish_non_exhaustive()
+    }
+}
+
+impl CodeMode {
+    /// A builder with the default limits.
+    pub fn builder() -> CodeModeBuilder {
+        CodeModeBuilder::default()
+    }
+
+    /// The tool list the model sees: `exec`, `wait` and the direct-only tools.
+    pub fn surface(&self) -> Vec<ToolSpec> {
+        codemode_surface::visible_tools(&self.inner.catalog, &self.inner.limits)
+    }
+
+    /// The run's catalog.
+    pub fn catalog(&self) -> &Catalog {
+        &self.inner.catalog
+    }
+
+    /// The limits runs obey.
+    pub fn limits(&self) -> &Limits {
+        &self.inner.limits
+    }
+
+    /// Runs one cell: `input` is exec's input object (`{title, code, ...}`).
+    pub async fn exec(&self, input: serde_json::Value, scope: RunScope) -> CodeModeResult {
+        run::exec(self.inner.clone(), input, scope).await
+    }
+
+    /// Resumes a waiting run: `input` is wait's input object (`{runId}`).
+    pub async fn wait(&self, input: serde_json::Value, scope: RunScope) -> CodeModeResult {
+        run::wait(self.inner.clone(), input, scope).await
+    }
+
+    /// Cancels a run's pending host work and drops it; a later `wait` fails as unavailable.
+    pub async fn abort(&self, run_id: &str) -> CodeModeResult {
+        run::abort(self.inner.clone(), run_id).await
+    }
+}
+
+fn guest_globals(catalog: &Catalog) -> GuestGlobals {
+    let tools = catalog.entries().iter().map(|e| e.callable_name.clone()).collect();
+    let mcp = catalog
+        .mcp_servers()
+        .iter()
+        .map(|server| GuestNamespace {
+            global: server.global_name.clone(),
+            server: server.name.clone(),
+            tools: server.tools.iter().map(|t| (t.js_name.clone(), t.name.clone())).collect(),
+        })
+        .collect();
+    let mut api_files = Vec::new();
+    if let Ok(files) = catalog.api_list("mcp") {
+        for file in files {
+            if let Ok(content) = catalog.api_read(&file.path) {
+                api_files.push((file.path, content));
+            }
+        }
+    }
+    GuestGlobals { tools, mcp, api_files }
+}
+
+fn tools_digest(catalog: &Catalog) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    for entry in catalog.entries() {
+        hasher.update(entry.callable_name.as_bytes());
+        hasher.update([0]);
+    }
+    for server in catalog.mcp_servers() {
+        hasher.update(server.global_name.as_bytes());
+        for tool in &server.tools {
+            hasher.update(tool.js_name.as_bytes());
+        }
+    }
+    hex::encode(&hasher.finalize()[..8])
+}
