@@ -9,4 +9,4 @@ mod resolve;
 
 pub use error::ConfigError;
 pub use limits::{LIMIT_KEYS, Limits};
-pub use resolve::{Activation, Resolution, RunFacts, Source, Why, resolve, validate};
+pub use resolve::{Resolution, RunFacts, Source, Why, resolve, validate};

@@ -12,7 +12,7 @@ use crate::{ConfigError, Limits, limits::LIMIT_KEYS};
 
 /// A `tools.codeMode` activation setting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Activation {
+pub(crate) enum Activation {
     /// `false`: code mode stays off.
     Off,
     /// `true`: code mode engages for every tool-capable run.
