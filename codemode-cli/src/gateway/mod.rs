@@ -5,12 +5,14 @@
 //! start-up, nothing an upstream server or a guest program does can stop the gateway.
 
 pub mod config;
+pub mod server;
 pub mod upstream;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 pub use config::{GatewayConfig, ServerConfig, Startup, Transport};
+pub use server::{Gateway, GatewayServer};
 pub use upstream::UpstreamManager;
 
 /// Everything that stops the gateway from starting or serving.
@@ -65,4 +67,27 @@ pub struct GatewayArgs {
     /// Keep suspended runs in this directory (overrides the config's `state_dir`).
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+}
+
+/// Runs the gateway until the client disconnects (stdio) or the process is interrupted (HTTP).
+///
+/// # Errors
+///
+/// A bad config (with the file, the key and the fix), an engine that cannot start, or a transport that cannot be
+/// served. Upstream servers that fail at start are reported on stderr and left out instead.
+pub async fn run_gateway(args: GatewayArgs) -> anyhow::Result<()> {
+    let config = GatewayConfig::load(&args.config)?;
+    if let Some(addr) = args.http
+        && !addr.ip().is_loopback()
+    {
+        return Err(Error::HttpAddress { addr, problem: "only loopback addresses are served".into() }.into());
+    }
+    let state_dir = args.state_dir.or_else(|| config.state_dir.clone());
+    let gateway = server::Gateway::start(&config, state_dir).await?;
+    let served = match args.http {
+        Some(addr) => server::serve_http(gateway.clone(), addr).await,
+        None => server::serve_stdio(gateway.clone()).await,
+    };
+    gateway.shutdown().await;
+    Ok(served?)
 }

@@ -1,1 +1,217 @@
-//! placeholder
+//! End to end: the `codemode mcp` binary wrapping the real npm servers, driven by rmcp's client over stdio.
+//!
+//! Each test starts its own gateway process; upstream processes are found through `/proc` (the gateway's children
+//! whose command line names the package), never through a gateway hook.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rmcp::model::{CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation};
+use rmcp::service::RunningService;
+use rmcp::transport::TokioChildProcess;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+
+use super::{alive, fixture, kill};
+
+/// A gateway process and an MCP client session on its stdio.
+pub struct Session {
+    pub client: RunningService<RoleClient, ClientConfig>,
+    pub pid: u32,
+}
+
+impl Session {
+    /// Starts `codemode mcp --config <config>` and completes the MCP handshake.
+    pub async fn start(config: &Path) -> Session {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_codemode"));
+        cmd.arg("mcp").arg("--config").arg(config).kill_on_drop(true);
+        let transport = TokioChildProcess::new(cmd).expect("the codemode binary starts");
+        let pid = transport.id().expect("gateway pid");
+        let info = ClientConfig::new(ClientCapabilities::default(), Implementation::new("gateway-e2e", "0"));
+        let client = tokio::time::timeout(Duration::from_secs(60), info.serve(transport))
+            .await
+            .expect("the gateway answers the handshake within a minute")
+            .expect("MCP handshake");
+        Session { client, pid }
+    }
+
+    /// Calls a gateway tool and returns the raw MCP result.
+    pub async fn call(&self, tool: &str, args: Value) -> CallToolResult {
+        let Value::Object(args) = args else { panic!("tool arguments are an object") };
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        params.arguments = Some(args);
+        self.client.call_tool(params).await.expect("the gateway answers tools/call")
+    }
+
+    /// Runs `exec` and returns the CodeModeResult, checking the text and structured forms agree.
+    pub async fn exec(&self, code: &str) -> Value {
+        result_value(&self.call("exec", json!({ "title": "gateway e2e", "code": code })).await)
+    }
+
+    /// Runs `wait` on a run id.
+    pub async fn wait(&self, run_id: &str) -> Value {
+        result_value(&self.call("wait", json!({ "runId": run_id })).await)
+    }
+
+    /// Waits on a run until it is no longer `waiting` (at most 20 waits).
+    pub async fn settle(&self, mut result: Value) -> Value {
+        for _ in 0..20 {
+            if result["status"] != "waiting" {
+                return result;
+            }
+            let run_id = result["runId"].as_str().expect("a waiting result has a runId").to_owned();
+            result = self.wait(&run_id).await;
+        }
+        panic!("run still waiting after 20 waits: {result}");
+    }
+
+    /// The pid of the gateway's child process whose command line contains `needle`.
+    pub fn upstream_pid(&self, needle: &str) -> Option<u32> {
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", self.pid)).ok()?;
+        for task in tasks.flatten() {
+            let children = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+            for child in children.split_whitespace().filter_map(|c| c.parse::<u32>().ok()) {
+                let cmdline = std::fs::read(format!("/proc/{child}/cmdline")).unwrap_or_default();
+                if String::from_utf8_lossy(&cmdline).contains(needle) && alive(child) {
+                    return Some(child);
+                }
+            }
+        }
+        None
+    }
+}
+
+/// The CodeModeResult of an exec/wait tool result; its compact JSON text must equal its `structuredContent`, and
+/// `isError` must be set exactly for failed runs.
+fn result_value(result: &CallToolResult) -> Value {
+    let text = result.content.first().and_then(|c| c.as_text()).map(|t| t.text.clone()).expect("one text block");
+    let value: Value = serde_json::from_str(&text).expect("the text is JSON");
+    assert_eq!(result.structured_content.as_ref(), Some(&value), "structuredContent mirrors the text");
+    assert_eq!(result.is_error == Some(true), value["status"] == "failed", "isError marks failed runs: {value}");
+    value
+}
+
+fn completed(result: &Value) -> &Value {
+    assert_eq!(result["status"], "completed", "{result}");
+    &result["value"]
+}
+
+#[tokio::test]
+async fn exec_and_wait_are_the_whole_surface_and_reach_both_servers() {
+    let (dir, config) = fixture("timeoutMs = 10000", "");
+    let s = Session::start(&config).await;
+    let tools = s.client.list_all_tools().await.expect("tools/list");
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(names, ["exec", "wait"]);
+    let exec_description = tools[0].description.as_deref().unwrap_or_default();
+    assert!(exec_description.contains("mcp/"), "exec tells the model where MCP declarations live");
+
+    // Declarations come from the upstream tool metadata, without a bridge call.
+    let dts = s.exec(r#"return await API.read("mcp/everything.d.ts");"#).await;
+    let dts = completed(&dts).as_str().expect("API.read returns the file text").to_owned();
+    assert!(dts.contains("echo") && dts.contains("Echoes back the input string"), "{dts}");
+    let fs_dts = s.exec(r#"return await API.read("mcp/fs.d.ts");"#).await;
+    assert!(completed(&fs_dts).as_str().is_some_and(|d| d.contains("read_text_file")), "{fs_dts}");
+
+    // One program joins results from both servers.
+    let hello = dir.path().join("files/hello.txt").canonicalize().expect("fixture file");
+    let code = format!(
+        r#"const [echo, file, sum] = await Promise.all([
+              MCP.everything.echo({{ message: "joined" }}),
+              MCP.fs.read_text_file({{ path: {hello:?} }}),
+              MCP.everything.get_sum({{ a: 2, b: 40 }}),
+           ]);
+           return {{ echo: echo.content[0].text, file: file.content[0].text, sum: sum.content[0].text }};"#,
+        hello = hello.display().to_string()
+    );
+    let joined = s.exec(&code).await;
+    assert_eq!(
+        completed(&joined),
+        &json!({
+            "echo": "Echo: joined",
+            "file": "hello from the filesystem server\n",
+            "sum": "The sum of 2 and 40 is 42.",
+        })
+    );
+
+    // An MCP application error resolves as a value the program can inspect.
+    let is_error = s
+        .exec(
+            r#"const r = await MCP.fs.read_text_file({ path: "/etc/hostname" });
+               return { isError: r.isError, text: r.content[0].text };"#,
+        )
+        .await;
+    let value = completed(&is_error);
+    assert_eq!(value["isError"], true, "{value}");
+    assert!(value["text"].as_str().is_some_and(|t| t.contains("Access denied")), "{value}");
+
+    // A program that throws fails the run, and the MCP result says so.
+    let thrown = s.exec(r#"throw new Error("boom");"#).await;
+    assert_eq!(thrown["status"], "failed", "{thrown}");
+    drop(s);
+}
+
+#[tokio::test]
+async fn slow_upstream_tool_suspends_and_wait_completes_it() {
+    let (_dir, config) = fixture("timeoutMs = 1000", "");
+    let s = Session::start(&config).await;
+    let first = s
+        .exec(
+            r#"const r = await MCP.everything.trigger_long_running_operation({ duration: 3, steps: 3 });
+               text("after the slow tool");
+               return r.content[0].text;"#,
+        )
+        .await;
+    assert_eq!(first["status"], "waiting", "a 3 s tool outlasts a 1 s exec: {first}");
+    let run_id = first["runId"].as_str().expect("runId").to_owned();
+
+    // Another client session cannot resume this run.
+    let (_dir2, config2) = fixture("timeoutMs = 1000", "");
+    let other = Session::start(&config2).await;
+    let stolen = other.wait(&run_id).await;
+    assert_eq!(stolen["status"], "failed", "{stolen}");
+    drop(other);
+
+    let done = s.settle(first).await;
+    let value = completed(&done).as_str().expect("text result").to_owned();
+    assert!(value.contains("Long running operation completed"), "{value}");
+    let output = done["output"].to_string();
+    assert!(output.contains("after the slow tool"), "output produced after resuming is delivered: {done}");
+    drop(s);
+}
+
+#[tokio::test]
+async fn gateway_survives_an_upstream_killed_mid_run() {
+    let (_dir, config) = fixture("timeoutMs = 1500", "");
+    let s = Session::start(&config).await;
+    let pid = s.upstream_pid("server-everything").expect("server-everything runs under the gateway");
+    let code = r#"
+        try {
+          await MCP.everything.trigger_long_running_operation({ duration: 5, steps: 5 });
+          return { error: null };
+        } catch (e) {
+          const again = await MCP.everything.echo({ message: "after the crash" });
+          return { error: String(e.message), again: again.content[0].text };
+        }"#;
+    let killer = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        kill(pid);
+    });
+    let first = s.exec(code).await;
+    killer.await.expect("killer task");
+    let done = s.settle(first).await;
+    let value = completed(&done);
+    assert!(
+        value["error"].as_str().is_some_and(|e| e.contains("MCP server \"everything\" stopped during")),
+        "the killed call is a catchable error: {value}"
+    );
+    assert_eq!(value["again"], "Echo: after the crash", "the server was restarted for the next call");
+    assert!(!alive(pid));
+    let new_pid = s.upstream_pid("server-everything").expect("a new server-everything runs");
+    assert_ne!(new_pid, pid);
+
+    // The gateway itself is still serving.
+    let after = s.exec(r#"return (await MCP.everything.echo({ message: "still here" })).content[0].text;"#).await;
+    assert_eq!(completed(&after), "Echo: still here");
+    drop(s);
+}

@@ -1,0 +1,248 @@
+//! The client side of the gateway: an rmcp server whose tools are exactly the facade's surface.
+//!
+//! `exec` and `wait` go to the `codemode` facade and come back as the `CodeModeResult` in compact JSON text (plus
+//! `structuredContent`), `isError` set when the run failed; direct-only tools are forwarded to their upstream server
+//! unchanged. It holds no run state of its own. Invariant: one client session is one `RunScope` session id, so a
+//! run can only be resumed from the session that started it.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use codemode::vm::pool::WorkerCommand;
+use codemode::{CodeMode, RunScope};
+use codemode_bridge::{CodeModeResult, ToolHost};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::StreamableHttpServerConfig;
+use rmcp::transport::streamable_http_server::StreamableHttpService;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::Value;
+
+use super::Error;
+use super::config::GatewayConfig;
+use super::upstream::UpstreamManager;
+
+/// The hidden subcommand the `codemode` binary runs as when it is its own worker (main.rs's `WORKER_MARKER`).
+pub const WORKER_ARG: &str = "__worker";
+
+const INSTRUCTIONS: &str = "This server runs JavaScript programs (the exec tool) against the MCP servers it wraps. \
+Their tools live under MCP.<server>.<tool>({...}) inside the program; read their declarations with \
+API.read(\"mcp/<server>.d.ts\") (API.list(\"mcp\") lists the files). Call wait only with the runId of a result whose \
+status is \"waiting\".";
+
+/// The engine and the upstream servers, shared by every client session.
+pub struct Gateway {
+    code_mode: CodeMode,
+    upstream: Arc<UpstreamManager>,
+    /// The model-visible tools, in the facade's order.
+    tools: Vec<Tool>,
+    /// Direct-only tool name on the surface → (server, upstream tool name).
+    direct: HashMap<String, (String, String)>,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway").field("tools", &self.tools.len()).field("upstream", &self.upstream).finish()
+    }
+}
+
+impl Gateway {
+    /// Starts the upstream servers and builds the code mode engine over their tools.
+    ///
+    /// # Errors
+    ///
+    /// A config error found while listing upstream tools (a `deny`/`direct` entry naming no tool), or an engine
+    /// that cannot be built.
+    pub async fn start(config: &GatewayConfig, state_dir: Option<PathBuf>) -> Result<Arc<Gateway>, Error> {
+        let upstream = Arc::new(UpstreamManager::start(config).await?);
+        let definitions = upstream.tool_definitions();
+        let mut direct_by_name: HashMap<String, (String, String)> = HashMap::new();
+        for def in definitions.iter().filter(|d| d.direct_only) {
+            if let Some(server) = &def.server {
+                direct_by_name.insert(def.name.clone(), (server.clone(), def.name.clone()));
+            }
+        }
+        let host: Arc<dyn ToolHost> = upstream.clone();
+        let code_mode = CodeMode::builder()
+            .limits(config.limits.clone())
+            .tools(definitions)
+            .host(host)
+            .state_dir(state_dir)
+            .worker(WorkerCommand::current_exe(&[WORKER_ARG]).map_err(|e| Error::Engine(e.to_string()))?)
+            .build()
+            .map_err(|e| Error::Engine(e.to_string()))?;
+        let mut tools = Vec::new();
+        let mut direct = HashMap::new();
+        for spec in code_mode.surface() {
+            let schema = match spec.parameters {
+                Value::Object(map) => map,
+                _ => serde_json::Map::new(),
+            };
+            if let Some(target) = direct_by_name.get(&spec.name) {
+                direct.insert(spec.name.clone(), target.clone());
+            }
+            tools.push(Tool::new(spec.name, spec.description, Arc::new(schema)));
+        }
+        Ok(Arc::new(Gateway { code_mode, upstream, tools, direct }))
+    }
+
+    /// The model-visible tools.
+    pub fn tools(&self) -> &[Tool] {
+        &self.tools
+    }
+
+    /// The upstream servers.
+    pub fn upstream(&self) -> &Arc<UpstreamManager> {
+        &self.upstream
+    }
+
+    /// Stops the upstream servers.
+    pub async fn shutdown(&self) {
+        self.upstream.shutdown().await;
+    }
+
+    async fn call(&self, name: &str, input: Value, scope: RunScope) -> Result<CallToolResult, ErrorData> {
+        let result = match name {
+            "exec" => self.code_mode.exec(input, scope).await,
+            "wait" => self.code_mode.wait(input, scope).await,
+            _ => {
+                let Some((server, tool)) = self.direct.get(name) else {
+                    return Err(ErrorData::invalid_params(
+                        format!("unknown tool \"{name}\": this server offers {}", self.tool_names()),
+                        None,
+                    ));
+                };
+                return Ok(match self.upstream.call(server, tool, input).await {
+                    Ok(result) => result,
+                    Err(e) => CallToolResult::error(vec![ContentBlock::text(e.message)]),
+                });
+            }
+        };
+        Ok(code_mode_result(&result))
+    }
+
+    fn tool_names(&self) -> String {
+        self.tools.iter().map(|t| t.name.as_ref()).collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// A `CodeModeResult` as an MCP tool result: compact JSON text, the same value as `structuredContent`, and
+/// `isError` for a failed run.
+pub fn code_mode_result(result: &CodeModeResult) -> CallToolResult {
+    let value = serde_json::to_value(result).unwrap_or_else(|e| {
+        serde_json::json!({ "status": "failed", "code": "internal_error", "error": format!("unencodable result: {e}") })
+    });
+    let text = value.to_string();
+    let mut out = if result.as_failed().is_some() {
+        CallToolResult::error(vec![ContentBlock::text(text)])
+    } else {
+        CallToolResult::success(vec![ContentBlock::text(text)])
+    };
+    out.structured_content = Some(value);
+    out
+}
+
+/// One client session's view of the gateway.
+#[derive(Clone, Debug)]
+pub struct GatewayServer {
+    gateway: Arc<Gateway>,
+    /// The session id of a stdio session; HTTP sessions take theirs from the `Mcp-Session-Id` header.
+    session: Option<String>,
+}
+
+impl GatewayServer {
+    /// A session over stdio, with a fresh session id.
+    pub fn stdio(gateway: Arc<Gateway>) -> Self {
+        GatewayServer { gateway, session: Some(format!("stdio-{}", uuid::Uuid::new_v4())) }
+    }
+
+    /// A handler for Streamable HTTP requests; the session id comes from each request.
+    pub fn http(gateway: Arc<Gateway>) -> Self {
+        GatewayServer { gateway, session: None }
+    }
+
+    fn scope(&self, context: &RequestContext<RoleServer>) -> RunScope {
+        let session_id = self.session.clone().or_else(|| {
+            let parts = context.extensions.get::<hyper::http::request::Parts>()?;
+            let id = parts.headers.get("mcp-session-id")?.to_str().ok()?;
+            Some(format!("http-{id}"))
+        });
+        RunScope { session_id, ..RunScope::default() }
+    }
+}
+
+impl ServerHandler for GatewayServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("codemode", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.gateway.tools.clone()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.gateway.tools.iter().find(|t| t.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let input = request.arguments.map_or(Value::Object(serde_json::Map::new()), Value::Object);
+        let scope = self.scope(&context);
+        self.gateway.call(&request.name, input, scope).await.map(CallToolResponse::Complete)
+    }
+}
+
+/// Serves one client over stdin/stdout until it disconnects.
+///
+/// # Errors
+///
+/// [`Error::Serve`] when the MCP handshake on stdio fails.
+pub async fn serve_stdio(gateway: Arc<Gateway>) -> Result<(), Error> {
+    let running = GatewayServer::stdio(gateway)
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| Error::Serve(format!("stdio handshake failed: {e}")))?;
+    running.waiting().await.map_err(|e| Error::Serve(e.to_string()))?;
+    Ok(())
+}
+
+/// Serves Streamable HTTP on a loopback address until the process is stopped.
+///
+/// # Errors
+///
+/// [`Error::Serve`] when the address cannot be bound.
+pub async fn serve_http(gateway: Arc<Gateway>, addr: SocketAddr) -> Result<(), Error> {
+    let service = StreamableHttpService::new(
+        move || Ok(GatewayServer::http(gateway.clone())),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let listener =
+        tokio::net::TcpListener::bind(addr).await.map_err(|e| Error::Serve(format!("cannot listen on {addr}: {e}")))?;
+    let local = listener.local_addr().map_err(|e| Error::Serve(e.to_string()))?;
+    eprintln!("codemode gateway: serving Streamable HTTP at http://{local}/mcp");
+    loop {
+        let (stream, _) = listener.accept().await.map_err(|e| Error::Serve(format!("accept failed: {e}")))?;
+        let service = hyper_util::service::TowerToHyperService::new(service.clone());
+        tokio::spawn(async move {
+            let io = hyper_util::rt::TokioIo::new(stream);
+            // A broken connection only ends that connection.
+            let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;
+        });
+    }
+}
