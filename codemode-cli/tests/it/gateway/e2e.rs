@@ -104,22 +104,22 @@ async fn exec_and_wait_are_the_whole_surface_and_reach_both_servers() {
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     assert_eq!(names, ["exec", "wait"]);
     let exec_description = tools[0].description.as_deref().unwrap_or_default();
-    assert!(exec_description.contains("mcp/"), "exec tells the model where MCP declarations live");
+    assert!(exec_description.contains("MCP.<server>.<tool>"), "exec tells the model about the MCP namespace");
 
     // Declarations come from the upstream tool metadata, without a bridge call.
     let dts = s.exec(r#"return await API.read("mcp/everything.d.ts");"#).await;
     let dts = completed(&dts).as_str().expect("API.read returns the file text").to_owned();
     assert!(dts.contains("echo") && dts.contains("Echoes back the input string"), "{dts}");
     let fs_dts = s.exec(r#"return await API.read("mcp/fs.d.ts");"#).await;
-    assert!(completed(&fs_dts).as_str().is_some_and(|d| d.contains("read_text_file")), "{fs_dts}");
+    assert!(completed(&fs_dts).as_str().is_some_and(|d| d.contains("readTextFile")), "{fs_dts}");
 
     // One program joins results from both servers.
     let hello = dir.path().join("files/hello.txt").canonicalize().expect("fixture file");
     let code = format!(
         r#"const [echo, file, sum] = await Promise.all([
               MCP.everything.echo({{ message: "joined" }}),
-              MCP.fs.read_text_file({{ path: {hello:?} }}),
-              MCP.everything.get_sum({{ a: 2, b: 40 }}),
+              MCP.fs.readTextFile({{ path: {hello:?} }}),
+              MCP.everything.getSum({{ a: 2, b: 40 }}),
            ]);
            return {{ echo: echo.content[0].text, file: file.content[0].text, sum: sum.content[0].text }};"#,
         hello = hello.display().to_string()
@@ -137,7 +137,7 @@ async fn exec_and_wait_are_the_whole_surface_and_reach_both_servers() {
     // An MCP application error resolves as a value the program can inspect.
     let is_error = s
         .exec(
-            r#"const r = await MCP.fs.read_text_file({ path: "/etc/hostname" });
+            r#"const r = await MCP.fs.readTextFile({ path: "/etc/hostname" });
                return { isError: r.isError, text: r.content[0].text };"#,
         )
         .await;
@@ -157,7 +157,7 @@ async fn slow_upstream_tool_suspends_and_wait_completes_it() {
     let s = Session::start(&config).await;
     let first = s
         .exec(
-            r#"const r = await MCP.everything.trigger_long_running_operation({ duration: 3, steps: 3 });
+            r#"const r = await MCP.everything.triggerLongRunningOperation({ duration: 3, steps: 3 });
                text("after the slow tool");
                return r.content[0].text;"#,
         )
@@ -187,7 +187,7 @@ async fn gateway_survives_an_upstream_killed_mid_run() {
     let pid = s.upstream_pid("server-everything").expect("server-everything runs under the gateway");
     let code = r#"
         try {
-          await MCP.everything.trigger_long_running_operation({ duration: 5, steps: 5 });
+          await MCP.everything.triggerLongRunningOperation({ duration: 5, steps: 5 });
           return { error: null };
         } catch (e) {
           const again = await MCP.everything.echo({ message: "after the crash" });
