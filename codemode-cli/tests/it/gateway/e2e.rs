@@ -215,3 +215,89 @@ async fn gateway_survives_an_upstream_killed_mid_run() {
     assert_eq!(completed(&after), "Echo: still here");
     drop(s);
 }
+
+#[tokio::test]
+async fn streamable_http_on_loopback_serves_exec() {
+    use tokio::io::AsyncBufReadExt;
+
+    let (_dir, config) = fixture("timeoutMs = 10000", "");
+    let mut gateway = tokio::process::Command::new(env!("CARGO_BIN_EXE_codemode"))
+        .arg("mcp")
+        .arg("--config")
+        .arg(&config)
+        .arg("--http")
+        .arg("127.0.0.1:0")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the codemode binary starts");
+    let stderr = gateway.stderr.take().expect("piped stderr");
+    let mut lines = tokio::io::BufReader::new(stderr).lines();
+    let url = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(line) = lines.next_line().await.expect("read stderr") {
+            if let Some(url) = line.split("serving Streamable HTTP at ").nth(1) {
+                return url.trim().to_owned();
+            }
+        }
+        panic!("the gateway exited without serving HTTP");
+    })
+    .await
+    .expect("the gateway listens within a minute");
+    // Keep draining stderr so upstream logs cannot block the gateway.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str());
+    let info = ClientConfig::new(ClientCapabilities::default(), Implementation::new("gateway-e2e-http", "0"));
+    let client = info.serve(transport).await.expect("MCP handshake over HTTP");
+    let tools = client.list_all_tools().await.expect("tools/list");
+    assert_eq!(tools.iter().map(|t| t.name.as_ref()).collect::<Vec<_>>(), ["exec", "wait"]);
+    let mut params = CallToolRequestParams::new("exec");
+    params.arguments = Some(
+        json!({ "title": "http", "code": "return (await MCP.everything.echo({ message: \"over http\" })).content[0].text;" })
+            .as_object()
+            .cloned()
+            .expect("object"),
+    );
+    let result = result_value(&client.call_tool(params).await.expect("tools/call over HTTP"));
+    assert_eq!(completed(&result), "Echo: over http");
+    drop(client);
+    gateway.kill().await.expect("stop the gateway");
+}
+
+#[tokio::test]
+async fn non_loopback_http_address_is_refused() {
+    let (_dir, config) = fixture("", "");
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_codemode"))
+        .arg("mcp")
+        .arg("--config")
+        .arg(&config)
+        .arg("--http")
+        .arg("0.0.0.0:8931")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .expect("the codemode binary runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--http 0.0.0.0:8931: only loopback addresses are served"), "{stderr}");
+}
+
+#[tokio::test]
+async fn bad_config_fails_at_start_with_file_key_and_fix() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("gateway.toml");
+    std::fs::write(&config, "[servers.a]\ncomand = \"node\"\n").expect("write config");
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_codemode"))
+        .arg("mcp")
+        .arg("--config")
+        .arg(&config)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .expect("the codemode binary runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let expected = format!("{}: servers.a.comand: is not a known key (fix: did you mean `command`?", config.display());
+    assert!(stderr.contains(&expected), "{stderr}");
+}
