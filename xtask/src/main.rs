@@ -1,2 +1,124 @@
-//! Workspace automation.
-fn main() {}
+//! Workspace automation: `cargo xtask tidy` checks the layering of the crates, a `//!` header on every Rust file and
+//! `[lints] workspace = true` in every crate.
+//!
+//! The same check runs as a `#[test]`, so a plain `cargo test` enforces it. It reads `cargo metadata`; it never
+//! changes a file.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, bail};
+
+/// The layer of every workspace crate; a normal dependency may only point to a lower layer.
+const LAYERS: &[(&str, u32)] = &[
+    ("codemode-config", 0),
+    ("codemode-telemetry", 0),
+    ("codemode-catalog", 1),
+    ("codemode-bridge", 2),
+    ("codemode-vm", 3),
+    ("codemode-snapshot", 3),
+    ("codemode-surface", 4),
+    ("codemode", 5),
+    ("codemode-cli", 6),
+    ("xtask", 7),
+];
+
+fn main() -> anyhow::Result<()> {
+    let task = std::env::args().nth(1).unwrap_or_default();
+    match task.as_str() {
+        "tidy" => {
+            let problems = tidy(&workspace_root())?;
+            if problems.is_empty() {
+                println!("tidy: ok");
+                Ok(())
+            } else {
+                for p in &problems {
+                    eprintln!("tidy: {p}");
+                }
+                bail!("{} tidy problem(s)", problems.len())
+            }
+        }
+        _ => bail!("usage: cargo xtask tidy"),
+    }
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace root").to_path_buf()
+}
+
+/// Every problem found, as a sentence naming the file or crate and the fix.
+fn tidy(root: &Path) -> anyhow::Result<Vec<String>> {
+    let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .current_dir(root)
+        .output()
+        .context("running cargo metadata")?;
+    if !output.status.success() {
+        bail!("cargo metadata failed: {}", String::from_utf8_lossy(&output.stderr));
+    }
+    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).context("parsing cargo metadata")?;
+    let layers: BTreeMap<&str, u32> = LAYERS.iter().copied().collect();
+    let mut problems = Vec::new();
+    for package in metadata["packages"].as_array().into_iter().flatten() {
+        let name = package["name"].as_str().unwrap_or_default();
+        let Some(&layer) = layers.get(name) else {
+            problems.push(format!("crate {name} has no layer: add it to LAYERS in xtask/src/main.rs and ARCHITECTURE.md"));
+            continue;
+        };
+        for dep in package["dependencies"].as_array().into_iter().flatten() {
+            let dep_name = dep["name"].as_str().unwrap_or_default();
+            let Some(&dep_layer) = layers.get(dep_name) else { continue };
+            if !dep["kind"].is_null() {
+                continue; // dev- and build-dependencies may point anywhere below the facade
+            }
+            if dep_name == "codemode" || dep_name == "xtask" {
+                if name != "codemode-cli" || dep_name == "xtask" {
+                    problems.push(format!("{name} depends on {dep_name}: nothing but the CLI depends on the facade"));
+                }
+                continue;
+            }
+            if dep_layer >= layer {
+                problems.push(format!(
+                    "{name} (layer {layer}) depends on {dep_name} (layer {dep_layer}): dependencies must point down"
+                ));
+            }
+        }
+        let manifest = PathBuf::from(package["manifest_path"].as_str().unwrap_or_default());
+        let text = std::fs::read_to_string(&manifest).with_context(|| format!("reading {}", manifest.display()))?;
+        if !text.contains("[lints]\nworkspace = true") {
+            problems.push(format!("{}: add `[lints]\\nworkspace = true`", manifest.display()));
+        }
+        let dir = manifest.parent().expect("a manifest has a folder");
+        for sub in ["src", "tests", "benches"] {
+            check_headers(&dir.join(sub), &mut problems)?;
+        }
+    }
+    Ok(problems)
+}
+
+fn check_headers(dir: &Path, problems: &mut Vec<String>) -> anyhow::Result<()> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Ok(()) };
+    for entry in entries {
+        let path = entry?.path();
+        if path.is_dir() {
+            check_headers(&path, problems)?;
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let text = std::fs::read_to_string(&path)?;
+            let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or_default();
+            if !first.starts_with("//!") {
+                problems.push(format!("{}: start the file with a `//!` header saying what it is", path.display()));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn tidy() {
+        let problems = super::tidy(&super::workspace_root()).expect("tidy runs");
+        assert!(problems.is_empty(), "tidy problems:\n{}", problems.join("\n"));
+    }
+}

@@ -1,0 +1,169 @@
+//! The exec path: values, output, tool calls (sequential, parallel, detached), errors, limits, worker replacement.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::support::{engine, exec, failure, texts, value};
+
+#[tokio::test]
+async fn returns_values_with_json_stringify_semantics() {
+    let (engine, _) = engine();
+    let r = exec(&engine, "return 1 + 1").await;
+    assert_eq!(value(&r), json!(2));
+    let r = exec(&engine, "return undefined").await;
+    assert_eq!(value(&r), json!(null));
+    let r = exec(&engine, "return 10n").await;
+    assert_eq!(value(&r), json!("10"));
+    let r = exec(&engine, "const o = {a: 1, big: 5n, d: new Date(0), f() {}}; o.self = o; return o").await;
+    assert_eq!(value(&r), json!({ "a": 1, "big": "5", "d": "1970-01-01T00:00:00.000Z", "self": "[Circular]" }));
+    let r = exec(&engine, "return { toJSON() { return 'custom' } }").await;
+    assert_eq!(value(&r), json!("custom"));
+}
+
+#[tokio::test]
+async fn top_level_await_output_and_console() {
+    let (engine, _) = engine();
+    let r = exec(
+        &engine,
+        "console.log('a', {x: 1}); console.warn('w'); text('t'); json({j: [1]}); \
+         const s = await add({a: 2, b: 3}); return s",
+    )
+    .await;
+    assert_eq!(value(&r), json!(5));
+    assert_eq!(texts(&r), vec!["a {x: 1}", "[warn] w", "t", "{\"j\":[1]}"]);
+}
+
+#[tokio::test]
+async fn tool_errors_are_catchable_with_a_code() {
+    let (engine, _) = engine();
+    let r = exec(&engine, "try { await fail({}) } catch (e) { return [e instanceof Error, e.code, e.message] }").await;
+    assert_eq!(value(&r), json!([true, "tool_error", "the tool failed on purpose"]));
+    let r = exec(&engine, "try { await add({a: 1}) } catch (e) { return [e.code, e.message] }").await;
+    let v = value(&r);
+    assert_eq!(v[0], "input_contract");
+    assert!(v[1].as_str().unwrap().contains("Invalid arguments for tool \"add\""), "{v}");
+}
+
+#[tokio::test]
+async fn uncaught_errors_point_into_the_user_source() {
+    let (engine, _) = engine();
+    let r = exec(&engine, "const x = 1;\nnull.foo;").await;
+    let (code, error) = failure(&r);
+    assert_eq!(code, "guest_error");
+    assert!(error.starts_with("TypeError"), "{error}");
+    assert!(error.contains("codemode:user.js:2:"), "{error}");
+}
+
+#[tokio::test]
+async fn syntax_errors_fail_before_any_dispatch() {
+    let (engine, host) = engine();
+    let r = exec(&engine, "await echo({});\nconst = 1;").await;
+    let (code, error) = failure(&r);
+    assert_eq!(code, "invalid_input");
+    assert!(error.contains("SyntaxError at codemode:user.js:2:"), "{error}");
+    assert_eq!(host.calls.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn parallel_calls_are_dispatched_concurrently() {
+    let (engine, host) = engine();
+    let started = Instant::now();
+    let r = exec(&engine, "const r = await Promise.all([...Array(10).keys()].map(i => slow({ms: 200, tag: i}))); return r.map(x => x.tag)").await;
+    assert_eq!(value(&r), json!([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]));
+    assert_eq!(host.max_concurrent.load(Ordering::SeqCst), 10);
+    assert!(started.elapsed() < Duration::from_millis(1500), "took {:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn detached_calls_drain_before_completion() {
+    let (engine, host) = engine();
+    let r = exec(&engine, "void slow({ms: 100}); slow({ms: 150}).then(v => text('late ' + v.slept)); return 'early'").await;
+    assert_eq!(value(&r), json!("early"));
+    assert_eq!(texts(&r), vec!["late 150"]);
+    assert_eq!(host.calls.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn race_keeps_the_winner_and_drains_the_loser() {
+    let (engine, host) = engine();
+    let r = exec(&engine, "return await Promise.race([slow({ms: 300, tag: 'slow'}), slow({ms: 20, tag: 'fast'})])").await;
+    assert_eq!(value(&r)["tag"], "fast");
+    assert_eq!(host.calls.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn infinite_loops_time_out_and_keep_output() {
+    let (engine, _) = engine();
+    for code in [
+        "console.log('before'); while (true) {}",
+        "console.log('before'); await echo({}); while (true) {}",
+        "console.log('before'); [1].forEach(() => { for (;;) {} })",
+        "console.log('before'); /^(a+)+$/.test('a'.repeat(40) + 'b')",
+    ] {
+        let started = Instant::now();
+        let r = exec(&engine, code).await;
+        let (code_, error) = failure(&r);
+        assert_eq!(code_, "timeout", "{code}");
+        assert_eq!(error, "code mode timeout exceeded");
+        assert_eq!(texts(&r), vec!["before"], "{code}");
+        assert!(started.elapsed() < Duration::from_millis(2_000 + 2_000), "{code}: {:?}", started.elapsed());
+        assert_eq!(value(&exec(&engine, "return 1 + 1").await), json!(2), "next cell after {code}");
+    }
+}
+
+#[tokio::test]
+async fn memory_and_stack_bombs_fail_cleanly_and_the_next_cell_runs() {
+    let (engine, _) = engine();
+    for (code, expected) in [
+        ("const a = []; while (true) a.push('x'.repeat(1e7) + a.length)", "memory_limit_exceeded"),
+        ("let s = 'x'; while (true) s += s", "memory_limit_exceeded"),
+        ("function f() { return f() } f()", "guest_error"),
+    ] {
+        let r = exec(&engine, code).await;
+        assert_eq!(failure(&r).0, expected, "{code}");
+        assert_eq!(value(&exec(&engine, "return 1 + 1").await), json!(2), "next cell after {code}");
+    }
+}
+
+#[tokio::test]
+async fn cells_do_not_share_globals() {
+    let (engine, _) = engine();
+    let r = exec(&engine, "globalThis.leak = 1; Array.prototype.extra = 2; return 1").await;
+    assert_eq!(value(&r), json!(1));
+    let r = exec(&engine, "return [typeof leak, typeof [].extra, typeof process, typeof require, typeof fetch]").await;
+    assert_eq!(value(&r), json!(["undefined", "undefined", "undefined", "undefined", "undefined"]));
+}
+
+#[tokio::test]
+async fn eval_and_function_constructors_are_blocked() {
+    let (engine, _) = engine();
+    let r = exec(
+        &engine,
+        "const out = []; for (const f of [() => eval('1'), () => Function('return 1')(), \
+         () => (async function(){}).constructor('return 1'), () => this.constructor.constructor('return process')()]) \
+         { try { f(); out.push('ran') } catch (e) { out.push(e.name) } } return out",
+    )
+    .await;
+    let v = value(&r);
+    assert!(v.as_array().unwrap().iter().all(|x| x != "ran"), "{v}");
+}
+
+#[tokio::test]
+async fn queue_floods_fail_with_invalid_input() {
+    let (engine, _) = engine();
+    let r = exec(&engine, "for (let i = 0; i < 1000; i++) { try { void slow({ms: 1}) } catch {} } return 1").await;
+    let (code, error) = failure(&r);
+    assert_eq!(code, "invalid_input");
+    assert!(error.contains("queue limit exceeded"), "{error}");
+}
+
+#[tokio::test]
+async fn bad_input_names_the_field() {
+    let (engine, _) = engine();
+    let r = engine.exec(json!({ "code": "return 1" }), Default::default()).await;
+    let (code, error) = failure(&r);
+    assert_eq!(code, "invalid_input");
+    assert!(error.contains("title"), "{error}");
+}

@@ -1,0 +1,117 @@
+//! The test tool host and helpers shared by the facade's integration tests.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use codemode::bridge::{CallContext, ToolError, ToolHost};
+use codemode::{CodeMode, CodeModeResult, Limits, RunScope, ToolDefinition, ToolSource};
+use serde_json::{Value, json};
+
+/// A tool host with a few real tools: `echo`, `add`, `fail`, `slow` (sleeps `ms`), and a call counter.
+#[derive(Default)]
+pub struct TestHost {
+    pub calls: AtomicUsize,
+    pub concurrent: AtomicUsize,
+    pub max_concurrent: AtomicUsize,
+}
+
+#[async_trait]
+impl ToolHost for TestHost {
+    async fn call_tool(&self, tool: &str, args: Value, _cx: CallContext) -> Result<Value, ToolError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        match tool {
+            "echo" => Ok(args),
+            "add" => Ok(json!(args["a"].as_f64().unwrap_or(0.0) + args["b"].as_f64().unwrap_or(0.0))),
+            "fail" => Err(ToolError::new("the tool failed on purpose")),
+            "slow" => {
+                let now = self.concurrent.fetch_add(1, Ordering::SeqCst) + 1;
+                self.max_concurrent.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(args["ms"].as_u64().unwrap_or(50))).await;
+                self.concurrent.fetch_sub(1, Ordering::SeqCst);
+                Ok(json!({ "slept": args["ms"], "tag": args["tag"] }))
+            }
+            other => Err(ToolError::new(format!("no tool {other}"))),
+        }
+    }
+}
+
+fn tool(name: &str, parameters: Value) -> ToolDefinition {
+    ToolDefinition {
+        name: name.into(),
+        description: format!("test tool {name}"),
+        parameters,
+        output_schema: None,
+        source: ToolSource::Openclaw,
+        server: None,
+        label: None,
+        direct_only: false,
+        replay_safe: true,
+    }
+}
+
+pub fn tools() -> Vec<ToolDefinition> {
+    vec![
+        tool("echo", json!({ "type": "object" })),
+        tool(
+            "add",
+            json!({ "type": "object", "properties": { "a": { "type": "number" }, "b": { "type": "number" } }, "required": ["a", "b"] }),
+        ),
+        tool("fail", json!({ "type": "object" })),
+        tool("slow", json!({ "type": "object", "properties": { "ms": { "type": "integer" }, "tag": {} } })),
+    ]
+}
+
+pub fn engine_with(limits: Limits, replay: bool) -> (CodeMode, Arc<TestHost>) {
+    let host = Arc::new(TestHost::default());
+    let engine = CodeMode::builder()
+        .limits(limits)
+        .tools(tools())
+        .host(host.clone())
+        .warm_workers(1)
+        .replay_on_resume(replay)
+        .build()
+        .expect("the engine builds (is codemode-worker built? cargo build -p codemode-vm --bin codemode-worker)");
+    (engine, host)
+}
+
+pub fn engine() -> (CodeMode, Arc<TestHost>) {
+    let limits = Limits { timeout_ms: 2_000, ..Limits::default() };
+    engine_with(limits, false)
+}
+
+pub async fn exec(engine: &CodeMode, code: &str) -> CodeModeResult {
+    engine.exec(json!({ "title": "test cell", "code": code }), RunScope::default()).await
+}
+
+pub async fn wait(engine: &CodeMode, run_id: &str) -> CodeModeResult {
+    engine.wait(json!({ "runId": run_id }), RunScope::default()).await
+}
+
+/// The completed value, or a panic showing the whole result.
+pub fn value(result: &CodeModeResult) -> Value {
+    match result {
+        CodeModeResult::Completed(c) => c.value.clone(),
+        other => panic!("expected completed, got {}", serde_json::to_string_pretty(other).unwrap()),
+    }
+}
+
+/// `(code, error)` of a failed result, or a panic showing the whole result.
+pub fn failure(result: &CodeModeResult) -> (String, String) {
+    match result {
+        CodeModeResult::Failed(f) => (f.code.as_str().to_owned(), f.error.clone()),
+        other => panic!("expected failed, got {}", serde_json::to_string_pretty(other).unwrap()),
+    }
+}
+
+pub fn texts(result: &CodeModeResult) -> Vec<String> {
+    result
+        .output()
+        .iter()
+        .map(|item| match item {
+            codemode::OutputItem::Text { text } => text.clone(),
+            codemode::OutputItem::Json { value } => value.to_string(),
+        })
+        .collect()
+}

@@ -1,0 +1,119 @@
+//! Suspend and resume: yield_control, pending tools at the deadline, timers, live and replay paths, store scoping.
+
+use codemode::{CodeModeResult, Limits, RunScope};
+use serde_json::json;
+
+use crate::support::{engine, engine_with, exec, failure, texts, value, wait};
+
+fn run_id(result: &CodeModeResult) -> String {
+    match result {
+        CodeModeResult::Waiting(w) => w.run_id.clone(),
+        other => panic!("expected waiting, got {}", serde_json::to_string_pretty(other).unwrap()),
+    }
+}
+
+const YIELD_PROGRAM: &str = "text('one'); const a = await add({a: 1, b: 2}); const r = await yield_control('check'); \
+     text('two'); const b = await Promise.all([add({a: a, b: 1}), slow({ms: 10, tag: 'x'})]); \
+     return { a, r, b, rnd: typeof Math.random(), now: Date.now() > 0 }";
+
+async fn yield_round_trip(replay: bool) {
+    let (engine, host) = engine_with(Limits { timeout_ms: 2_000, ..Limits::default() }, replay);
+    let first = exec(&engine, YIELD_PROGRAM).await;
+    assert_eq!(texts(&first), vec!["one"]);
+    let id = run_id(&first);
+    let second = wait(&engine, &id).await;
+    assert_eq!(texts(&second), vec!["two"], "output before the wait is not delivered again");
+    assert_eq!(
+        value(&second),
+        json!({ "a": 3, "r": { "status": "yielded", "reason": "check" }, "b": [4, { "slept": 10, "tag": "x" }], "rnd": "number", "now": true })
+    );
+    assert_eq!(host.calls.load(std::sync::atomic::Ordering::SeqCst), 3, "replay never re-executes a tool");
+    let again = wait(&engine, &id).await;
+    assert_eq!(failure(&again), ("invalid_input".into(), "code mode run is unavailable or expired.".into()));
+}
+
+#[tokio::test]
+async fn yield_and_resume_on_the_live_path() {
+    yield_round_trip(false).await;
+}
+
+#[tokio::test]
+async fn yield_and_resume_by_replay() {
+    yield_round_trip(true).await;
+}
+
+#[tokio::test]
+async fn pending_tools_park_at_the_deadline_and_complete_on_wait() {
+    for replay in [false, true] {
+        let (engine, _) = engine_with(Limits { timeout_ms: 500, ..Limits::default() }, replay);
+        let first = exec(&engine, "const v = await slow({ms: 400, tag: 'late'}); return v.tag").await;
+        let id = run_id(&first);
+        if let CodeModeResult::Waiting(w) = &first {
+            assert_eq!(w.pending_tool_calls.len(), 1);
+            assert_eq!(w.pending_tool_calls[0].method, "callValue");
+        }
+        let second = wait(&engine, &id).await;
+        assert_eq!(value(&second), json!("late"), "replay={replay}");
+    }
+}
+
+#[tokio::test]
+async fn timers_survive_suspension_and_clear_timeout_cancels() {
+    let (engine, _) = engine_with(Limits { timeout_ms: 1_000, ..Limits::default() }, true);
+    let code = "const t = setTimeout(() => text('never'), 5000); await yield_control('pause'); clearTimeout(t); \
+                await new Promise(r => setTimeout(r, 20)); return 'done'";
+    let first = exec(&engine, code).await;
+    let second = wait(&engine, &run_id(&first)).await;
+    assert_eq!(value(&second), json!("done"));
+    assert!(texts(&second).is_empty());
+}
+
+#[tokio::test]
+async fn await_results_keeps_the_exec_open() {
+    let (engine, _) = engine_with(Limits { timeout_ms: 1_000, ..Limits::default() }, false);
+    let r = engine
+        .exec(
+            json!({ "title": "wait inline", "code": "return (await slow({ms: 850})).slept", "awaitResults": true }),
+            RunScope::default(),
+        )
+        .await;
+    assert_eq!(value(&r), json!(850));
+}
+
+#[tokio::test]
+async fn waits_are_scoped_to_their_session() {
+    let (engine, _) = engine();
+    let scope = RunScope { session_id: Some("a".into()), ..RunScope::default() };
+    let first = engine.exec(json!({ "title": "t", "code": "await yield_control(); return 1" }), scope.clone()).await;
+    let id = run_id(&first);
+    let other = RunScope { session_id: Some("b".into()), ..RunScope::default() };
+    let r = engine.wait(json!({ "runId": id }), other).await;
+    assert_eq!(failure(&r), ("invalid_input".into(), "code mode run belongs to a different session.".into()));
+    let r = engine.wait(json!({ "runId": id }), scope).await;
+    assert_eq!(value(&r), json!(1));
+}
+
+#[tokio::test]
+async fn store_and_load_keep_values_across_cells() {
+    let (engine, _) = engine();
+    let r = exec(&engine, "await store('k', {n: 1}); return 1").await;
+    assert_eq!(value(&r), json!(1));
+    let r = exec(&engine, "return await load('k')").await;
+    assert_eq!(value(&r), json!({ "n": 1 }));
+}
+
+#[tokio::test]
+async fn abort_drops_the_run() {
+    let (engine, _) = engine();
+    let first = exec(&engine, "await yield_control(); return 1").await;
+    let id = run_id(&first);
+    assert_eq!(failure(&engine.abort(&id).await).0, "aborted");
+    assert_eq!(failure(&wait(&engine, &id).await).0, "invalid_input");
+}
+
+#[tokio::test]
+async fn unknown_runs_fail_as_unavailable() {
+    let (engine, _) = engine();
+    let r = wait(&engine, "cm_00000000-0000-4000-8000-000000000000").await;
+    assert_eq!(failure(&r), ("invalid_input".into(), "code mode run is unavailable or expired.".into()));
+}

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The test command: installs the npm packages the tests drive (real MCP servers, the QuickJS comparison), then runs
+# every test of the workspace (unit, integration, snapshot, property, tidy) with cargo.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+npm ci --prefix mcp-servers --no-audit --no-fund --loglevel=error
+if [ -f codemode-vm/benches/node/package-lock.json ]; then
+  npm ci --prefix codemode-vm/benches/node --no-audit --no-fund --loglevel=error
+fi
+cargo build --workspace --bins
+cargo test --workspace --no-fail-fast
