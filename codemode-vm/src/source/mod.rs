@@ -6,8 +6,8 @@
 //!
 //! Decisions: input is parsed as TypeScript (a superset), so JavaScript and TypeScript need no flag; it is
 //! strict (module) code. A top-level `export` keyword on a declaration is stripped in place (`export const x`
-//! declares a local) and `export { ... }` is dropped; `export default` and `export =` are rejected because a
-//! function body has nowhere to export to. Type-only imports (`import type ...`) are erased, not rejected.
+//! declares a local) and `export { ... }` is dropped, as are type-only imports and exports; `export default` and `export =` are rejected because a
+//! function body has nowhere to export to. Type-only imports (`import type ...`) load nothing and are accepted.
 
 mod depth;
 mod modules;
@@ -130,8 +130,8 @@ impl LineMap {
 
 /// Checks a program and makes it ready to run.
 ///
-/// The pipeline, cheapest first: nesting depth (before any parser, so nothing can overflow a stack), shell
-/// commands, the oxc parse, module access and `export`, then the TypeScript strip when the program has
+/// The pipeline, cheapest first: shell commands (text only), nesting depth (before any parser, so nothing can
+/// overflow a stack), the oxc parse, module access and `export`, then the TypeScript strip when the program has
 /// TypeScript-only syntax. JavaScript input pays one parse and one walk and comes back unchanged.
 ///
 /// ```
@@ -146,14 +146,19 @@ impl LineMap {
 ///
 /// A [`SourceError`] whose message tells the model what to fix.
 pub fn prepare(code: &str) -> Result<PreparedSource, SourceError> {
-    if let Err(violation) = depth::check(code) {
-        return Err(too_deep(code, violation));
-    }
+    // The text-only shell check is linear and recurses nowhere, so it may run before the depth guard; that
+    // way `A=x A=x ... ls -1` is reported as the shell command it is.
     let shell = match shell::classify(code) {
         shell::Verdict::Shell => return Err(shell_error()),
         shell::Verdict::NotShell => None,
         shell::Verdict::Pending(pending) => Some(pending),
     };
+    if let Err(violation) = depth::check(code) {
+        // A recognizable command with shell arguments that only a successful parse could clear cannot get
+        // one: it stays shell (`A=x A=x ... ls -1`). Anything else is simply too deep.
+        let shell_anyway = shell.as_ref().is_some_and(|pending| pending.decide(true, |_| false));
+        return Err(if shell_anyway { shell_error() } else { too_deep(code, violation) });
+    }
 
     let allocator = Allocator::default();
     let parsed = parse(&allocator, code);
@@ -231,7 +236,12 @@ pub fn prepare(code: &str) -> Result<PreparedSource, SourceError> {
         reparsed.program
     };
     let allocator = if analysis.blanks.is_empty() { &allocator } else { &blanked_allocator };
-    let stripped = typescript::strip(allocator, &mut program).map_err(|error| {
+    // The transform asserts its own invariants with panics; a hostile source must not take the host down with
+    // it, so a panic becomes a refusal like any other transform failure.
+    let stripped =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| typescript::strip(allocator, &mut program)))
+            .unwrap_or_else(|_| Err(OxcDiagnostic::error("the TypeScript transform failed on this source")));
+    let stripped = stripped.map_err(|error| {
         let (message, position) = diagnostic_text(code, &error);
         SourceError {
             kind: SourceErrorKind::TypeScript,
@@ -261,7 +271,7 @@ pub fn prepare(code: &str) -> Result<PreparedSource, SourceError> {
 fn parse<'a>(allocator: &'a Allocator, code: &'a str) -> oxc_parser::ParserReturn<'a> {
     // TypeScript is a superset, and a module allows top-level `await`; `return` is allowed because the
     // program is a function body.
-    Parser::new(allocator, code, SourceType::ts())
+    Parser::new(allocator, code, SourceType::ts().with_module(true))
         .with_options(ParseOptions { allow_return_outside_function: true, ..ParseOptions::default() })
         .parse()
 }

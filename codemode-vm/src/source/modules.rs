@@ -6,7 +6,7 @@
 
 use oxc_ast::AstKind;
 use oxc_ast::ast::{
-    AccessorPropertyType, BindingIdentifier, Class, Expression, Function, FunctionType,
+    AccessorPropertyType, BindingIdentifier, Class, Expression, Function, FunctionType, ImportDeclaration,
     ImportDeclarationSpecifier, MethodDefinitionType, ModuleDeclaration, Program, PropertyDefinitionType, Statement,
     TSModuleReference, TSType, TSTypeName, VariableDeclaration, VariableDeclarationKind,
 };
@@ -57,7 +57,17 @@ pub(crate) fn analyze(program: &Program<'_>) -> Analysis {
             ModuleDeclaration::TSNamespaceExportDeclaration(export) => {
                 analysis.unsupported_export.get_or_insert(export.span);
             }
-            // Imports and re-exports are module access, reported by the walk (or type-only, erased).
+            // Type-only imports and re-exports load nothing; they are dropped whole. The others are module
+            // access, which the walk reports.
+            ModuleDeclaration::ImportDeclaration(import) if is_type_only_import(import) => {
+                analysis.blanks.push(import.span);
+            }
+            ModuleDeclaration::ExportAllDeclaration(export) if export.export_kind.is_type() => {
+                analysis.blanks.push(export.span);
+            }
+            ModuleDeclaration::ExportFromDeclaration(export) if export.export_kind.is_type() => {
+                analysis.blanks.push(export.span);
+            }
             ModuleDeclaration::ImportDeclaration(_)
             | ModuleDeclaration::ExportAllDeclaration(_)
             | ModuleDeclaration::ExportFromDeclaration(_) => {}
@@ -115,18 +125,65 @@ fn is_require(callee: &Expression<'_>) -> bool {
     false
 }
 
+/// `import type { A } from "x"` or `import { type A, type B } from "x"`: erased, loads nothing.
+fn is_type_only_import(import: &ImportDeclaration<'_>) -> bool {
+    import.import_kind.is_type()
+        || import.specifiers.as_ref().is_some_and(|specifiers| {
+            !specifiers.is_empty()
+                && specifiers
+                    .iter()
+                    .all(|s| matches!(s, ImportDeclarationSpecifier::ImportSpecifier(s) if s.import_kind.is_type()))
+        })
+}
+
 fn is_typescript_node(ty: AstType) -> bool {
     // The TypeScript node types are one contiguous block of `AstType` (checked by a test through `prepare`),
     // with `Decorator` (not TypeScript-only) in the middle of it.
     let t = ty as u8;
-    (AstType::TSThisParameter as u8..=AstType::TSInstantiationExpression as u8).contains(&t)
-        && ty != AstType::Decorator
+    (AstType::TSThisParameter as u8..=AstType::TSInstantiationExpression as u8).contains(&t) && ty != AstType::Decorator
+}
+
+/// TypeScript-only syntax that is a flag on a JavaScript node rather than a node of its own (`declare`,
+/// `private`, `readonly`, `abstract`, `override`, `x?` parameters, `x!` definite assignment, overloads).
+fn has_typescript_modifier(kind: &AstKind<'_>) -> bool {
+    match kind {
+        AstKind::Function(f) => {
+            f.declare
+                || matches!(f.r#type, FunctionType::TSDeclareFunction | FunctionType::TSEmptyBodyFunctionExpression)
+        }
+        AstKind::FormalParameter(p) => p.accessibility.is_some() || p.readonly || p.r#override || p.optional,
+        AstKind::Class(c) => c.r#abstract || c.declare,
+        AstKind::MethodDefinition(m) => {
+            m.r#type == MethodDefinitionType::TSAbstractMethodDefinition
+                || m.r#override
+                || m.optional
+                || m.accessibility.is_some()
+        }
+        AstKind::PropertyDefinition(p) => {
+            p.r#type == PropertyDefinitionType::TSAbstractPropertyDefinition
+                || p.declare
+                || p.r#override
+                || p.optional
+                || p.definite
+                || p.readonly
+                || p.accessibility.is_some()
+        }
+        AstKind::AccessorProperty(p) => {
+            p.r#type == AccessorPropertyType::TSAbstractAccessorProperty
+                || p.r#override
+                || p.definite
+                || p.accessibility.is_some()
+        }
+        AstKind::VariableDeclaration(v) => v.declare,
+        AstKind::VariableDeclarator(d) => d.definite,
+        _ => false,
+    }
 }
 
 impl<'a> Visit<'a> for Walker {
     fn enter_node(&mut self, kind: AstKind<'a>) {
         self.depth += 1;
-        if is_typescript_node(kind.ty()) {
+        if is_typescript_node(kind.ty()) || has_typescript_modifier(&kind) {
             self.analysis.typescript = true;
         }
         match kind {
@@ -135,15 +192,7 @@ impl<'a> Visit<'a> for Walker {
             AstKind::CallExpression(call) if is_require(&call.callee) => self.module_access(call.span),
             AstKind::NewExpression(call) if is_require(&call.callee) => self.module_access(call.span),
             AstKind::ImportDeclaration(import) => {
-                // A type-only import is erased by the transform and loads nothing.
-                let type_only = import.import_kind.is_type()
-                    || import.specifiers.as_ref().is_some_and(|specifiers| {
-                        !specifiers.is_empty()
-                            && specifiers.iter().all(|s| {
-                                matches!(s, ImportDeclarationSpecifier::ImportSpecifier(s) if s.import_kind.is_type())
-                            })
-                    });
-                if type_only {
+                if is_type_only_import(import) {
                     self.analysis.typescript = true;
                 } else {
                     self.module_access(import.span);
@@ -174,54 +223,6 @@ impl<'a> Visit<'a> for Walker {
             {
                 self.module_access(import.span);
             }
-            AstKind::Function(f) => {
-                if f.declare || matches!(f.r#type, FunctionType::TSDeclareFunction | FunctionType::TSEmptyBodyFunctionExpression)
-                {
-                    self.analysis.typescript = true;
-                }
-            }
-            AstKind::FormalParameter(p) => {
-                if p.accessibility.is_some() || p.readonly || p.r#override || p.optional {
-                    self.analysis.typescript = true;
-                }
-            }
-            AstKind::Class(c) => {
-                if c.r#abstract || c.declare {
-                    self.analysis.typescript = true;
-                }
-            }
-            AstKind::MethodDefinition(m) => {
-                if m.r#type == MethodDefinitionType::TSAbstractMethodDefinition
-                    || m.r#override
-                    || m.optional
-                    || m.accessibility.is_some()
-                {
-                    self.analysis.typescript = true;
-                }
-            }
-            AstKind::PropertyDefinition(p) => {
-                if p.r#type == PropertyDefinitionType::TSAbstractPropertyDefinition
-                    || p.declare
-                    || p.r#override
-                    || p.optional
-                    || p.definite
-                    || p.readonly
-                    || p.accessibility.is_some()
-                {
-                    self.analysis.typescript = true;
-                }
-            }
-            AstKind::AccessorProperty(p) => {
-                if p.r#type == AccessorPropertyType::TSAbstractAccessorProperty
-                    || p.r#override
-                    || p.definite
-                    || p.accessibility.is_some()
-                {
-                    self.analysis.typescript = true;
-                }
-            }
-            AstKind::VariableDeclaration(v) if v.declare => self.analysis.typescript = true,
-            AstKind::VariableDeclarator(d) if d.definite => self.analysis.typescript = true,
             _ => {}
         }
     }

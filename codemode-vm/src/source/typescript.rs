@@ -26,10 +26,10 @@ pub(crate) struct Stripped {
 ///
 /// The transform's first error diagnostic, with spans in the user's source.
 pub(crate) fn strip<'a>(allocator: &'a Allocator, program: &mut Program<'a>) -> Result<Stripped, OxcDiagnostic> {
-    let scoping = SemanticBuilder::new().build(program).semantic.into_scoping();
+    // Enum members are evaluated here so that the transform can turn enums into runtime objects.
+    let scoping = SemanticBuilder::new().with_enum_eval(true).build(program).semantic.into_scoping();
     let options = TransformOptions::default();
-    let transformed =
-        Transformer::new(allocator, Path::new("user.ts"), &options).build_with_scoping(scoping, program);
+    let transformed = Transformer::new(allocator, Path::new("user.ts"), &options).build_with_scoping(scoping, program);
     if let Some(error) = transformed.diagnostics.errors().next() {
         return Err(error.clone());
     }
