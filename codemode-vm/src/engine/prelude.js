@@ -33,6 +33,10 @@
   const hidden = (target, key, value) =>
     defineProperty(target, key, { value, writable: false, enumerable: false, configurable: false });
   const slice = (s, a, b) => apply(stringSlice, s, [a, b]);
+  // Lone surrogates become U+FFFD before any text leaves the guest: JSON.stringify escapes them as `\udXXX`, which
+  // the host's JSON parser rejects, and a rejected payload must never turn into a silent null.
+  const toWellFormed = String.prototype.toWellFormed;
+  const wellFormed = (s) => apply(toWellFormed, s, []);
   const join = (parts, sep) => apply(arrayJoin, parts, [sep]);
 
   // JSON.stringify semantics (toJSON, undefined/functions/symbols dropped, non-finite numbers to null), except that
@@ -41,8 +45,8 @@
   // null-prototype objects and arrays so that no inherited toJSON can run when the engine stringifies it.
   function describeThrown(e) {
     try {
-      if (e !== null && typeof e === 'object' && typeof e.message === 'string') return e.message;
-      return Str(e);
+      if (e !== null && typeof e === 'object' && typeof e.message === 'string') return wellFormed(e.message);
+      return wellFormed(Str(e));
     } catch (_) {
       return 'unknown error';
     }
@@ -65,6 +69,7 @@
     }
     switch (typeof value) {
       case 'string':
+        return wellFormed(value);
       case 'boolean':
         return value;
       case 'number':
@@ -114,7 +119,7 @@
           } catch (e) {
             item = '[Unserializable: ' + describeThrown(e) + ']';
           }
-          if (item !== undefined) out[k] = item;
+          if (item !== undefined) out[wellFormed(k)] = item;
         }
       }
     } finally {
@@ -124,7 +129,13 @@
   }
   // The JSON text of a value as the host receives it; `undefined` (and anything JSON drops) becomes null.
   function encode(value) {
-    const clean = sanitize(value, '', new SetCtor(), 0);
+    let clean;
+    try {
+      clean = sanitize(value, '', new SetCtor(), 0);
+    } catch (e) {
+      // Only a value whose very shape cannot be read (a Proxy whose traps throw) gets here.
+      clean = '[Unserializable: ' + wellFormed(describeThrown(e)) + ']';
+    }
     return clean === undefined ? 'null' : stringify(clean);
   }
 
@@ -771,6 +782,146 @@
     return cloneValue(value, new MapCtor());
   }
 
+  // Sorting with user code in the loop. Boa sorts with Rust's `sort_by`, which panics (ending the worker) when the
+  // order it is given is not total: `arr.sort(() => Math.random() - 0.5)`, a comparator returning NaN or
+  // inconsistent results, or objects whose toString changes between calls. Whenever user code would decide an
+  // order, sorting runs here instead: a stable merge sort that tolerates any comparator, with each default-order
+  // key computed once. Sorts of primitives without a comparator keep the native path.
+  const nativeSort = Array.prototype.sort;
+  const nativeToSorted = Array.prototype.toSorted;
+  const nativeTypedSort = TypedArrayProto.sort;
+  const nativeTypedToSorted = TypedArrayProto.toSorted;
+  const toObject = O;
+  const toLength = (v) => {
+    const n = Number(v);
+    if (!(n > 0)) return 0;
+    return n === Infinity ? 2 ** 53 - 1 : Math.min(Math.floor(n), 2 ** 53 - 1);
+  };
+  function checkComparator(comparefn, what) {
+    if (comparefn !== undefined && typeof comparefn !== 'function') {
+      throw new TypeErrorCtor(what + ': The comparison function must be either a function or undefined');
+    }
+  }
+  // A stable merge sort (insertion-sorted runs of 8, then bottom-up merges) in which an element of the right run
+  // goes first only when `compare(left, right) > 0`; any comparator, even a random one, terminates. A NaN result
+  // counts as "equal", as in SortCompare. The comparator is called directly (this is undefined in strict code).
+  function mergeSort(a, compare) {
+    const n = a.length;
+    for (let lo = 0; lo < n; lo += 8) {
+      const hi = lo + 8 < n ? lo + 8 : n;
+      for (let i = lo + 1; i < hi; i++) {
+        const x = a[i];
+        let j = i - 1;
+        while (j >= lo && compare(a[j], x) > 0) {
+          a[j + 1] = a[j];
+          j--;
+        }
+        a[j + 1] = x;
+      }
+    }
+    let src = a;
+    let dst = new Array(n);
+    for (let width = 8; width < n; width *= 2) {
+      for (let lo = 0; lo < n; lo += 2 * width) {
+        const mid = lo + width < n ? lo + width : n;
+        const hi = lo + 2 * width < n ? lo + 2 * width : n;
+        let i = lo;
+        let j = mid;
+        let k = lo;
+        while (i < mid && j < hi) dst[k++] = compare(src[i], src[j]) > 0 ? src[j++] : src[i++];
+        while (i < mid) dst[k++] = src[i++];
+        while (j < hi) dst[k++] = src[j++];
+      }
+      const t = src;
+      src = dst;
+      dst = t;
+    }
+    return src;
+  }
+  const byKey = (a, b) => (a[0] > b[0] ? 1 : 0);
+  // Sorts `items` (no holes) as SortCompare would; undefined goes last without reaching the comparator.
+  function sortItems(items, comparefn) {
+    const defined = [];
+    let undefinedCount = 0;
+    for (let i = 0; i < items.length; i++) {
+      if (items[i] === undefined) undefinedCount++;
+      else defined[defined.length] = items[i];
+    }
+    let sorted;
+    if (comparefn === undefined) {
+      const keyed = [];
+      for (let i = 0; i < defined.length; i++) keyed[i] = [Str(defined[i]), defined[i]];
+      sorted = mergeSort(keyed, byKey);
+      for (let i = 0; i < sorted.length; i++) sorted[i] = sorted[i][1];
+    } else {
+      sorted = mergeSort(defined, comparefn);
+    }
+    for (let i = 0; i < undefinedCount; i++) sorted[sorted.length] = undefined;
+    return sorted;
+  }
+  const hasObjects = (items) => {
+    for (let i = 0; i < items.length; i++) {
+      const t = typeof items[i];
+      if ((t === 'object' && items[i] !== null) || t === 'function') return true;
+    }
+    return false;
+  };
+  function sort(comparefn) {
+    checkComparator(comparefn, 'Array.prototype.sort');
+    const obj = toObject(this);
+    const len = toLength(obj.length);
+    const items = [];
+    for (let k = 0; k < len; k++) if (k in obj) items[items.length] = obj[k];
+    if (comparefn === undefined && !hasObjects(items)) return apply(nativeSort, obj, []);
+    const sorted = sortItems(items, comparefn);
+    let j = 0;
+    for (; j < sorted.length; j++) obj[j] = sorted[j];
+    for (; j < len; j++) {
+      if (!delete obj[j]) throw new TypeErrorCtor('Array.prototype.sort: cannot delete property ' + j);
+    }
+    return obj;
+  }
+  function toSorted(comparefn) {
+    checkComparator(comparefn, 'Array.prototype.toSorted');
+    const obj = toObject(this);
+    const len = toLength(obj.length);
+    if (len > 2 ** 32 - 1) throw new RangeErrorCtor('Array.prototype.toSorted: invalid array length');
+    const items = [];
+    for (let k = 0; k < len; k++) items[k] = obj[k];
+    if (comparefn === undefined && !hasObjects(items)) return apply(nativeToSorted, obj, []);
+    return sortItems(items, comparefn);
+  }
+  function typedSort(comparefn) {
+    checkComparator(comparefn, '%TypedArray%.prototype.sort');
+    if (comparefn === undefined) return apply(nativeTypedSort, this, []);
+    const tag = apply(typedArrayTag, this, []);
+    if (tag === undefined) throw new TypeErrorCtor('%TypedArray%.prototype.sort: this is not a typed array');
+    const len = apply(typedArrayLength, this, []);
+    const items = [];
+    for (let k = 0; k < len; k++) items[k] = this[k];
+    const sorted = sortItems(items, comparefn);
+    for (let k = 0; k < sorted.length; k++) this[k] = sorted[k];
+    return this;
+  }
+  function typedToSorted(comparefn) {
+    checkComparator(comparefn, '%TypedArray%.prototype.toSorted');
+    if (comparefn === undefined) return apply(nativeTypedToSorted, this, []);
+    const tag = apply(typedArrayTag, this, []);
+    if (tag === undefined) throw new TypeErrorCtor('%TypedArray%.prototype.toSorted: this is not a typed array');
+    const len = apply(typedArrayLength, this, []);
+    const copy = new typedArrays[tag](len);
+    for (let k = 0; k < len; k++) copy[k] = this[k];
+    return apply(typedSort, copy, [comparefn]);
+  }
+  const method = (target, name, fn) => {
+    defineProperty(fn, 'name', { value: name, writable: false, enumerable: false, configurable: true });
+    defineProperty(target, name, { value: fn, writable: true, enumerable: false, configurable: true });
+  };
+  method(Array.prototype, 'sort', sort);
+  method(Array.prototype, 'toSorted', toSorted);
+  method(TypedArrayProto, 'sort', typedSort);
+  method(TypedArrayProto, 'toSorted', typedToSorted);
+
   for (const [name, value] of [['DOMException', DOMException], ['TextEncoder', TextEncoder], ['TextDecoder', TextDecoder],
     ['atob', atob], ['btoa', btoa], ['structuredClone', structuredClone]]) {
     defineProperty(G, name, { value, writable: true, enumerable: false, configurable: true });
@@ -787,7 +938,12 @@
     describeError(e) {
       try {
         if (e instanceof ErrorCtor) {
-          return stringify({ name: Str(e.name), message: Str(e.message), stack: Str(e.stack === undefined ? '' : e.stack), code: e.code === undefined ? null : Str(e.code) });
+          return stringify({
+            name: wellFormed(Str(e.name)),
+            message: wellFormed(Str(e.message)),
+            stack: wellFormed(Str(e.stack === undefined ? '' : e.stack)),
+            code: e.code === undefined ? null : wellFormed(Str(e.code)),
+          });
         }
         return stringify({ name: 'Uncaught', message: encode(e), stack: '', code: null });
       } catch (_) {
