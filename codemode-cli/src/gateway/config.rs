@@ -201,7 +201,7 @@ impl Checker<'_> {
             if !LIMIT_KEYS.contains(&key.as_str()) {
                 return Err(self.unknown_key(&dotted, key, &LIMIT_KEYS));
             }
-            if !v.as_u64().is_some_and(|n| n > 0) {
+            if v.as_u64().is_none_or(|n| n == 0) {
                 return Err(self.err(&dotted, format!("must be a positive integer, not {v}"), "write a whole number"));
             }
         }

@@ -209,19 +209,19 @@ impl UpstreamManager {
         let result = match op {
             "resources.list" => {
                 let params: PaginatedRequestParams = serde_json::from_value(args).map_err(bad_args)?;
-                peer.list_resources(Some(params)).await.map(|r| serde_json::to_value(r))
+                peer.list_resources(Some(params)).await.map(serde_json::to_value)
             }
             "resources.read" => {
                 let params: ReadResourceRequestParams = serde_json::from_value(args).map_err(bad_args)?;
-                peer.read_resource(params).await.map(|r| serde_json::to_value(r))
+                peer.read_resource(params).await.map(serde_json::to_value)
             }
             "prompts.list" => {
                 let params: PaginatedRequestParams = serde_json::from_value(args).map_err(bad_args)?;
-                peer.list_prompts(Some(params)).await.map(|r| serde_json::to_value(r))
+                peer.list_prompts(Some(params)).await.map(serde_json::to_value)
             }
             "prompts.get" => {
                 let params: GetPromptRequestParams = serde_json::from_value(args).map_err(bad_args)?;
-                peer.get_prompt(params).await.map(|r| serde_json::to_value(r))
+                peer.get_prompt(params).await.map(serde_json::to_value)
             }
             _ => {
                 return Err(ToolError::with_code(
