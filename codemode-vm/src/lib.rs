@@ -9,3 +9,4 @@ pub mod pool;
 pub mod protocol;
 pub mod worker;
 pub mod strings;
+pub mod source;

@@ -1,3 +1,4 @@
 //! Integration tests of the executor: source checks, the engine in-process, and the worker process.
 
+mod source;
 mod strings;
