@@ -1,0 +1,155 @@
+//! End-to-end speed of the facade with a warm worker pool, held against the anchors in DESIGN.md.
+//!
+//! Targets: trivial cell < 0.5 ms (OpenClaw QuickJS 10.6 ms); 10 sequential tool calls < 1.5 ms (19.9 ms); first
+//! cell after process start < 50 ms (568 ms); suspend + resume on the live path < 1 ms (16.9 ms); resume by replay
+//! < 15 µs per recorded call; checkpoint after 10 calls < 1 KB (1.5 MB).
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use codemode::bridge::{CallContext, ToolError, ToolHost};
+use codemode::{CodeMode, CodeModeResult, Limits, RunScope, ToolDefinition, ToolSource};
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use serde_json::{Value, json};
+
+struct Ping;
+
+#[async_trait]
+impl ToolHost for Ping {
+    async fn call_tool(&self, _tool: &str, _args: Value, _cx: CallContext) -> Result<Value, ToolError> {
+        Ok(json!({ "ok": true }))
+    }
+}
+
+fn engine(replay: bool) -> CodeMode {
+    let ping = ToolDefinition {
+        name: "ping".into(),
+        description: "Answers {ok: true}".into(),
+        parameters: json!({ "type": "object" }),
+        output_schema: None,
+        source: ToolSource::Openclaw,
+        server: None,
+        label: None,
+        direct_only: false,
+        replay_safe: true,
+    };
+    CodeMode::builder()
+        .limits(Limits { timeout_ms: 30_000, ..Limits::default() })
+        .tools(vec![ping])
+        .host(Arc::new(Ping))
+        .warm_workers(2)
+        .replay_on_resume(replay)
+        .build()
+        .expect("the engine builds; build codemode-worker first")
+}
+
+fn input(code: &str) -> Value {
+    json!({ "title": "bench", "code": code })
+}
+
+fn run_id(result: &CodeModeResult) -> String {
+    match result {
+        CodeModeResult::Waiting(w) => w.run_id.clone(),
+        other => panic!("expected waiting: {other:?}"),
+    }
+}
+
+fn benches(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    let live = rt.block_on(async { engine(false) });
+    let replay = rt.block_on(async { engine(true) });
+    // Let the pools fill.
+    std::thread::sleep(Duration::from_millis(300));
+
+    c.bench_function("exec/trivial_cell", |b| {
+        b.to_async(&rt).iter(|| async { black_box(live.exec(input("return 1+1"), RunScope::default()).await) })
+    });
+    c.bench_function("exec/10_sequential_calls", |b| {
+        b.to_async(&rt).iter(|| async {
+            black_box(
+                live.exec(input("let n = 0; for (let i = 0; i < 10; i++) { if ((await ping({})).ok) n++ } return n"), RunScope::default())
+                    .await,
+            )
+        })
+    });
+    c.bench_function("wait/suspend_resume_live", |b| {
+        b.to_async(&rt).iter(|| async {
+            let first = live.exec(input("const r = await yield_control('x'); return r.status"), RunScope::default()).await;
+            black_box(live.wait(json!({ "runId": run_id(&first) }), RunScope::default()).await)
+        })
+    });
+    let mut group = c.benchmark_group("wait/resume_by_replay");
+    group.sample_size(10);
+    for n in [10u32, 100, 1000] {
+        let code = format!("for (let i = 0; i < {n}; i++) await ping({{}}); await yield_control('x'); return {n}");
+        group.bench_with_input(BenchmarkId::from_parameter(n), &code, |b, code| {
+            b.to_async(&rt).iter_custom(|iters| {
+                let code = code.clone();
+                let replay = &replay;
+                async move {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        let first = replay.exec(input(&code), RunScope::default()).await;
+                        let id = run_id(&first);
+                        let started = Instant::now();
+                        black_box(replay.wait(json!({ "runId": id }), RunScope::default()).await);
+                        total += started.elapsed();
+                    }
+                    total
+                }
+            })
+        });
+    }
+    group.finish();
+
+    let mut cold = c.benchmark_group("exec/cold_first_cell");
+    cold.sample_size(10);
+    cold.bench_function("new_engine_and_first_cell", |b| {
+        b.to_async(&rt).iter(|| async {
+            let engine = engine(false);
+            black_box(engine.exec(input("return 1+1"), RunScope::default()).await)
+        })
+    });
+    cold.finish();
+
+    // The checkpoint size is a figure, not a timing: print it once.
+    let size = rt.block_on(async {
+        let dir = std::env::temp_dir().join(format!("codemode-bench-{}", std::process::id()));
+        let engine = CodeMode::builder()
+            .tools(vec![])
+            .host(Arc::new(Ping))
+            .state_dir(Some(dir.clone()))
+            .build()
+            .expect("engine");
+        drop(engine);
+        let engine = self::engine_with_state(&dir);
+        let first = engine
+            .exec(input("for (let i = 0; i < 10; i++) await ping({}); await yield_control('x'); return 1"), RunScope::default())
+            .await;
+        let id = run_id(&first);
+        let size = std::fs::metadata(dir.join("runs").join(format!("{id}.json"))).map(|m| m.len()).unwrap_or(0);
+        let _ = std::fs::remove_dir_all(&dir);
+        size
+    });
+    println!("checkpoint after 10 calls returning {{ok:true}}: {size} bytes");
+}
+
+fn engine_with_state(dir: &std::path::Path) -> CodeMode {
+    let ping = ToolDefinition {
+        name: "ping".into(),
+        description: "Answers {ok: true}".into(),
+        parameters: json!({ "type": "object" }),
+        output_schema: None,
+        source: ToolSource::Openclaw,
+        server: None,
+        label: None,
+        direct_only: false,
+        replay_safe: true,
+    };
+    CodeMode::builder().tools(vec![ping]).host(Arc::new(Ping)).state_dir(Some(dir.to_path_buf())).build().expect("engine")
+}
+
+criterion_group!(exec, benches);
+criterion_main!(exec);
