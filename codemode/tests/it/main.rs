@@ -1,5 +1,9 @@
-//! Integration tests of the facade: real worker processes, a real in-test tool host, exec and wait end to end.
+//! Integration tests of the facade: real `CodeMode` instances running cells in real worker processes.
 
+mod bridge_roundtrip;
+mod corpus;
 mod exec;
+mod harness;
+mod replay;
 mod support;
 mod wait;
