@@ -22,16 +22,16 @@ enum Step {
     Random,
 }
 
-/// Delays are multiples of 60 ms so the settlement order the generator picks is the order that happens.
+/// Distinct delays 80 ms apart, shuffled: the settlement order the generator picks is the order that happens.
 fn delays() -> impl Strategy<Value = Vec<u64>> {
-    prop::collection::vec(0u64..4, 1..4).prop_map(|v| v.into_iter().map(|d| d * 60).collect())
+    (1usize..4).prop_flat_map(|n| Just((0..n as u64).map(|k| k * 80).collect::<Vec<_>>()).prop_shuffle())
 }
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         delays().prop_map(Step::Parallel),
         delays().prop_map(Step::Race),
-        (0u64..3).prop_map(|d| Step::Timer(d * 60)),
+        (0u64..3).prop_map(|d| Step::Timer(40 + d * 80)),
         Just(Step::Yield),
         Just(Step::Random),
     ]
@@ -54,7 +54,7 @@ fn program(steps: &[Step]) -> String {
                     ds.iter().enumerate().map(|(j, d)| format!("slow({{ms: {d}, tag: 'r{i}.{j}'}})")).collect();
                 code.push_str(&format!("out.push((await Promise.race([{}])).tag);\n", calls.join(", ")));
             }
-            Step::Timer(d) => code.push_str(&format!("setTimeout(() => order.push('t{i}'), {d});\n")),
+            Step::Timer(d) => code.push_str(&format!("setTimeout(() => order.push('t{i}'), {});\n", d + 3 * i as u64)),
             Step::Yield => code.push_str(&format!("out.push((await yield_control('y{i}')).reason);\n")),
             Step::Random => code.push_str("out.push(Math.random());\n"),
         }
