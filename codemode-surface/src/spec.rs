@@ -29,8 +29,17 @@ pub struct ToolSpec {
 /// The tools the model sees when code mode is engaged: `exec`, `wait`, then the catalog's direct-only tools in
 /// catalog order (minus any that would shadow a control or a Tool Search control).
 pub fn visible_tools(catalog: &Catalog, limits: &Limits) -> Vec<ToolSpec> {
-    let quick_index = catalog.quick_index();
-    let mut tools = vec![exec_tool(&quick_index.text, limits), wait_tool()];
+    let mut index = catalog.quick_index().text;
+    // MCP tools stay out of the quick index; name their servers so the model knows where to look.
+    let servers: Vec<String> = catalog
+        .mcp_servers()
+        .iter()
+        .map(|s| format!("MCP.{} ({} tools, {})", s.global_name, s.tools.len(), s.api_path()))
+        .collect();
+    if !servers.is_empty() {
+        index = format!("{}\nMCP servers: {}. API.read the .d.ts before calling.", index.trim_end(), servers.join("; "));
+    }
+    let mut tools = vec![exec_tool(&index, limits), wait_tool()];
     tools.extend(catalog.direct_only().iter().filter(|d| !is_reserved_tool_name(&d.name)).map(|d| ToolSpec {
         name: d.name.clone(),
         description: d.description.clone(),
