@@ -198,7 +198,14 @@ pub(crate) fn dispatch(inner: &Arc<Inner>, parts: RunParts<'_>, request: BridgeR
         }
         BridgeMethod::ResultLoad => {
             let rid = args.get("id").and_then(Value::as_str).unwrap_or_default();
-            return settle_now(parts, id, method, &request, err("invalid_input", format!("no saved result \"{rid}\" in this session")));
+            let settled = match inner.results.load(&session, rid) {
+                Some(value) => ok(value),
+                None => err(
+                    "invalid_input",
+                    format!("no saved result \"{rid}\" in this session (it expired or was evicted); rerun the cell that produced it"),
+                ),
+            };
+            return settle_now(parts, id, method, &request, settled);
         }
         BridgeMethod::Yield => unreachable!("handled above"),
     };

@@ -39,6 +39,7 @@
 //! ```
 
 mod dispatch;
+mod results;
 mod run;
 
 use std::path::PathBuf;
@@ -204,6 +205,7 @@ impl CodeModeBuilder {
                 globals,
                 tools_digest,
                 replay_on_resume: self.replay_on_resume,
+                results: results::ResultStore::default(),
             }),
         })
     }
@@ -219,6 +221,7 @@ pub(crate) struct Inner {
     pub(crate) globals: GuestGlobals,
     pub(crate) tools_digest: String,
     pub(crate) replay_on_resume: bool,
+    pub(crate) results: results::ResultStore,
 }
 
 /// The code mode engine: one catalog, one tool host, one worker pool, one run store.

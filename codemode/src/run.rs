@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use codemode_bridge::{
-    BridgeMethod, BridgeRequest, CodeModeResult, Completed, ErrorCode, Failed, FailurePhase, Journal, OutputBudget,
+    BridgeMethod, CodeModeResult, Completed, ErrorCode, Failed, FailurePhase, Journal, OutputBudget,
     OutputItem, PendingToolCall, Round, Settlement, SettlementValue, WaitReason, Waiting,
 };
 use codemode_snapshot::{Checkpoint, PendingRequest, RunCounters, RunOwner, Slot, StoreError};
@@ -372,7 +372,18 @@ fn fail(inner: &Inner, run: &mut LiveRun, code: ErrorCode, phase: FailurePhase, 
 
 fn complete(inner: &Inner, run: &mut LiveRun, value: Value) -> CodeModeResult {
     let output = run.budget.admit_output(std::mem::take(&mut run.new_output));
-    let value = run.budget.admit_value(value);
+    // An oversized object or array is kept host-side for a later `results.load(id)` instead of being cut.
+    let bytes = value.to_string().len();
+    let room = run.budget.max.saturating_sub(run.budget.used);
+    let value = if bytes > room && !run.restart_safe && (value.is_object() || value.is_array()) {
+        let session = run.owner.session_id.as_deref().unwrap_or("default");
+        match inner.results.save(session, value.clone(), bytes, inner.limits.inbox_bytes() as usize) {
+            Some(reference) => run.budget.admit_value(reference),
+            None => run.budget.admit_value(value),
+        }
+    } else {
+        run.budget.admit_value(value)
+    };
     CodeModeResult::Completed(Completed {
         value,
         warnings: Vec::new(),

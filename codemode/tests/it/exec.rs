@@ -79,7 +79,8 @@ async fn parallel_calls_are_dispatched_concurrently() {
 #[tokio::test]
 async fn detached_calls_drain_before_completion() {
     let (engine, host) = engine();
-    let r = exec(&engine, "void slow({ms: 100}); slow({ms: 150}).then(v => text('late ' + v.slept)); return 'early'").await;
+    let r =
+        exec(&engine, "void slow({ms: 100}); slow({ms: 150}).then(v => text('late ' + v.slept)); return 'early'").await;
     assert_eq!(value(&r), json!("early"));
     assert_eq!(texts(&r), vec!["late 150"]);
     assert_eq!(host.calls.load(Ordering::SeqCst), 2);
@@ -88,7 +89,8 @@ async fn detached_calls_drain_before_completion() {
 #[tokio::test]
 async fn race_keeps_the_winner_and_drains_the_loser() {
     let (engine, host) = engine();
-    let r = exec(&engine, "return await Promise.race([slow({ms: 300, tag: 'slow'}), slow({ms: 20, tag: 'fast'})])").await;
+    let r =
+        exec(&engine, "return await Promise.race([slow({ms: 300, tag: 'slow'}), slow({ms: 20, tag: 'fast'})])").await;
     assert_eq!(value(&r)["tag"], "fast");
     assert_eq!(host.calls.load(Ordering::SeqCst), 2);
 }
@@ -166,4 +168,22 @@ async fn bad_input_names_the_field() {
     let (code, error) = failure(&r);
     assert_eq!(code, "invalid_input");
     assert!(error.contains("title"), "{error}");
+}
+
+#[tokio::test]
+async fn oversized_results_are_kept_for_results_load() {
+    let limits = codemode::Limits { timeout_ms: 2_000, max_output_bytes: 2_048, ..codemode::Limits::default() };
+    let (engine, _) = crate::support::engine_with(limits, false);
+    let r = exec(&engine, "return [...Array(500).keys()].map(i => ({ i, name: 'item ' + i }))").await;
+    let v = value(&r);
+    assert_eq!(v["truncated"], true, "{v}");
+    let id = v["reference"]["id"].as_str().expect("a reference id").to_owned();
+    assert_eq!(v["reference"]["count"], 500);
+    assert!(v["reference"].to_string().len() <= 768);
+    let r = exec(&engine, &format!("const all = await results.load('{id}'); return all.length")).await;
+    assert_eq!(value(&r), json!(500));
+    let r = exec(&engine, "return 'x'.repeat(5000)").await;
+    let v = value(&r);
+    assert_eq!(v["truncated"], true);
+    assert!(v["prefix"].as_str().unwrap().starts_with("\"xxx"));
 }
