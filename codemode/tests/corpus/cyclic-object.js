@@ -1,0 +1,5 @@
+// expect: completed
+// value-contains: Circular
+const o = { a: 1 };
+o.self = o;
+return o;

@@ -1,0 +1,5 @@
+// expect: failed:guest_error
+const e = new Error('cyclic');
+e.self = e;
+e.code = e;
+throw e;

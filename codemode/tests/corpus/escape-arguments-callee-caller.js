@@ -1,0 +1,3 @@
+// expect: completed
+function f() { try { return typeof f.caller; } catch (e) { return e.name; } }
+return f();

@@ -1,0 +1,3 @@
+// expect: failed:invalid_input
+const fs = await import('fs');
+return fs;

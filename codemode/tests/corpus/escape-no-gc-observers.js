@@ -1,0 +1,3 @@
+// expect: completed
+// value: ["undefined","undefined"]
+return [typeof WeakRef, typeof FinalizationRegistry];

@@ -1,0 +1,3 @@
+// expect: failed:guest_error
+// error-contains: EvalError
+return Reflect.apply(Function, null, ['return 1'])();

@@ -1,0 +1,3 @@
+// expect: completed
+// value: "undefined"
+return typeof ShadowRealm;

@@ -1,0 +1,3 @@
+// expect: failed:invalid_input
+import fs from 'fs';
+return fs;

@@ -1,0 +1,3 @@
+// expect: failed:guest_error
+// error-contains: EvalError
+return echo.constructor('return 1');

@@ -1,0 +1,3 @@
+// expect: failed:guest_error
+// error-contains: can no longer finish
+await new Promise(() => {});

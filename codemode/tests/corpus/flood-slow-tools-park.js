@@ -1,0 +1,2 @@
+// expect: waiting
+return await slow({ ms: 5000 });

@@ -1,0 +1,3 @@
+// expect: waiting
+setTimeout(() => {}, 1e9);
+return 'never';

@@ -1,0 +1,4 @@
+// expect: waiting
+function tick() { setTimeout(tick, 0); }
+tick();
+return 'started';

@@ -1,0 +1,3 @@
+// expect: completed
+// value: 100
+return (await Promise.all(Array.from({ length: 100 }, (_, i) => echo({ i })))).length;

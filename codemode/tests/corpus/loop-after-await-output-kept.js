@@ -1,0 +1,5 @@
+// expect: failed:timeout
+// output-contains: after await
+await echo({});
+console.log('after await');
+for (;;) {}

@@ -1,0 +1,3 @@
+// expect: failed:timeout
+await Promise.resolve();
+while (true) {}

@@ -1,0 +1,3 @@
+// expect: failed:timeout
+await echo({});
+while (true) {}

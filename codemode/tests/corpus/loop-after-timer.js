@@ -1,0 +1,3 @@
+// expect: failed:timeout
+await new Promise((r) => setTimeout(r, 10));
+while (true) {}

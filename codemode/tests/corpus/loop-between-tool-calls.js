@@ -1,0 +1,2 @@
+// expect: waiting
+for (;;) { await echo({ i: 1 }); }

@@ -1,0 +1,2 @@
+// expect: failed:timeout
+return Array.from({ [Symbol.iterator]: function* () { for (;;) yield 0; } });

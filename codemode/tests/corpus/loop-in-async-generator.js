@@ -1,0 +1,3 @@
+// expect: failed:timeout
+async function* g() { while (true) { yield 1; } }
+for await (const _ of g()) {}

@@ -1,0 +1,2 @@
+// expect: failed:timeout
+try { throw 1; } catch { while (true) {} }

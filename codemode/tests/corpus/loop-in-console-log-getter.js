@@ -1,0 +1,2 @@
+// expect: failed:timeout
+console.log({ get a() { while (true) {} } });

@@ -1,0 +1,3 @@
+// expect: failed:timeout
+function f(a = (() => { for (;;) {} })()) {}
+f();

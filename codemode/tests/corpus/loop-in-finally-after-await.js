@@ -1,0 +1,2 @@
+// expect: failed:timeout
+try { await echo({}); } finally { for (;;) {} }

@@ -1,0 +1,2 @@
+// expect: failed:timeout
+try { return 1; } finally { for (;;) {} }

@@ -1,0 +1,3 @@
+// expect: failed:timeout
+function* g() { while (true) yield 1; }
+for (const _ of g()) {}

@@ -1,0 +1,3 @@
+// expect: failed:timeout
+const o = { get x() { for (;;) {} } };
+return o.x;

@@ -1,0 +1,2 @@
+// expect: failed:timeout
+'aaa'.replace(/a/g, () => { while (true) {} });

@@ -1,0 +1,3 @@
+// expect: failed:timeout
+setTimeout(() => { while (true) {} }, 0);
+return 1;

@@ -1,0 +1,2 @@
+// expect: failed:timeout
+[3, 1, 2].sort(() => { while (true) {} });

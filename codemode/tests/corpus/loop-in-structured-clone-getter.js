@@ -1,0 +1,2 @@
+// expect: failed:timeout
+structuredClone({ get a() { for (;;) {} } });

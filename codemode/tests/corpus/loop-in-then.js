@@ -1,0 +1,3 @@
+// expect: failed:timeout
+Promise.resolve().then(() => { while (true) {} });
+await new Promise(() => {});

@@ -1,0 +1,2 @@
+// expect: failed:timeout
+JSON.stringify({ toJSON() { while (true) {} } });

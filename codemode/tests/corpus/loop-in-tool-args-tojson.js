@@ -1,0 +1,2 @@
+// expect: failed:timeout
+await echo({ a: { toJSON() { for (;;) {} } } });

@@ -1,0 +1,3 @@
+// expect: failed:timeout
+const o = { toString() { for (;;) {} } };
+return `${o}`;

@@ -1,0 +1,3 @@
+// expect: failed:timeout
+const o = { valueOf() { while (true) {} } };
+return o + 1;

@@ -1,0 +1,2 @@
+// expect: failed:timeout
+outer: for (;;) { for (;;) { continue outer; } }

@@ -1,0 +1,3 @@
+// expect: failed:timeout
+async function f() { await null; return f(); }
+return await f();

@@ -1,0 +1,2 @@
+// expect: waiting
+for (;;) { await new Promise((r) => setTimeout(r, 1)); }

@@ -1,0 +1,4 @@
+// expect: failed:memory_limit_exceeded
+await echo({});
+let s = 'ab';
+while (true) s += s;

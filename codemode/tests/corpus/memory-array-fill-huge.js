@@ -1,0 +1,2 @@
+// expect: failed:timeout
+return new Array(1e8).fill(0).length;

@@ -1,0 +1,3 @@
+// expect: failed:memory_limit_exceeded
+const a = [];
+for (;;) a.push('x'.repeat(1e6).split(''));

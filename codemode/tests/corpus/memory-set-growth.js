@@ -1,0 +1,3 @@
+// expect: failed:memory_limit_exceeded
+const s = new Set();
+for (;;) s.add('x'.repeat(1e5).split(''));

@@ -1,0 +1,3 @@
+// expect: failed:memory_limit_exceeded
+let s = 'x';
+for (;;) s = s + s;

@@ -1,0 +1,3 @@
+// expect: completed
+// value: null
+

@@ -1,0 +1,3 @@
+// expect: completed
+Promise.prototype.then = function () { throw new Error('hijacked'); };
+return 'value';

@@ -1,0 +1,3 @@
+// expect: failed:guest_error
+// error-contains: rejected top
+return Promise.reject(new Error('rejected top'));

@@ -1,0 +1,3 @@
+// expect: completed
+// value: "arg"
+return await new Promise((r) => setTimeout(r, 1, 'arg'));

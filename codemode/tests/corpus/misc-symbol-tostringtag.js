@@ -1,0 +1,3 @@
+// expect: completed
+// value: {"a":1}
+return { [Symbol.toStringTag]: 'Evil', a: 1 };

@@ -1,0 +1,2 @@
+// expect: failed:invalid_input
+return 1 +;

@@ -1,0 +1,2 @@
+// expect: completed
+return typeof Temporal;

@@ -1,0 +1,2 @@
+// expect: failed:guest_error
+throw undefined;

@@ -1,0 +1,3 @@
+// expect: waiting
+await yield_control('let the host breathe');
+return 1;

@@ -1,0 +1,4 @@
+// expect: completed
+// value: "done"
+console.log('z'.repeat(100000));
+return 'done';

@@ -1,0 +1,4 @@
+// expect: completed
+// output-contains: truncated
+text('y'.repeat(1024 * 1024));
+return 'done';

@@ -1,0 +1,3 @@
+// expect: completed
+// value-contains: truncated
+return 'x'.repeat(1024 * 1024);

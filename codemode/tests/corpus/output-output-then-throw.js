@@ -1,0 +1,4 @@
+// expect: failed:guest_error
+// output-contains: before throw
+text('before throw');
+throw new Error('after output');

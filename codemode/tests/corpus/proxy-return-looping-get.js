@@ -1,0 +1,2 @@
+// expect: failed:timeout
+return new Proxy({ a: 1 }, { get() { for (;;) {} } });

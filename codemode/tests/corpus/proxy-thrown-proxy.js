@@ -1,0 +1,2 @@
+// expect: failed:guest_error
+throw new Proxy({}, { get() { throw new Error('trap on thrown'); } });

@@ -1,0 +1,3 @@
+// expect: failed:timeout
+const args = new Proxy({ a: 1 }, { get() { while (true) {} } });
+return await echo({ args });

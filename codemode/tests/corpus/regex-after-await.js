@@ -1,0 +1,3 @@
+// expect: failed:timeout
+await echo({});
+return /(x+x+)+y/.test('x'.repeat(50));

@@ -1,0 +1,2 @@
+// expect: failed:timeout
+return /^(\w+\s?)*$/.test('word '.repeat(30) + '!');

@@ -1,0 +1,3 @@
+// expect: completed
+// value: false
+return /^(a+)+$/.test('a'.repeat(10) + 'b');

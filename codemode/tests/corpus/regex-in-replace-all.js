@@ -1,0 +1,2 @@
+// expect: failed:timeout
+return ('a'.repeat(40) + 'b').replace(/(a*)*c/g, 'x');

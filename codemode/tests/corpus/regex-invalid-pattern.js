@@ -1,0 +1,3 @@
+// expect: failed:guest_error
+// error-contains: SyntaxError
+return new RegExp('(').test('x');

@@ -1,0 +1,2 @@
+// expect: failed:timeout
+return /^(?=(a+)+b)/.test('a'.repeat(40));

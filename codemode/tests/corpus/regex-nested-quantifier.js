@@ -1,0 +1,2 @@
+// expect: failed:timeout
+return /^(a+)+$/.test('a'.repeat(40) + 'b');

@@ -1,0 +1,3 @@
+// expect: failed:guest_error
+function f(n) { return f(n + 1) + 1; }
+return f(0);

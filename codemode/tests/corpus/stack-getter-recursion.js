@@ -1,0 +1,3 @@
+// expect: failed:guest_error
+const o = { get x() { return this.x; } };
+return o.x;

@@ -1,0 +1,3 @@
+// expect: completed
+const o = { toString() { return String(this); } };
+return String(o);

@@ -1,0 +1,4 @@
+// expect: completed
+// value-contains: TypeError
+// value-contains: bad
+return new TypeError('bad');

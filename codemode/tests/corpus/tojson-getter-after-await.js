@@ -1,0 +1,3 @@
+// expect: failed:timeout
+await echo({});
+return { get a() { while (true) {} } };

@@ -1,0 +1,2 @@
+// expect: failed:timeout
+return { get a() { while (true) {} } };

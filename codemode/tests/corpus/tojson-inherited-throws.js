@@ -1,0 +1,3 @@
+// expect: completed
+Object.prototype.toJSON = function () { throw new Error('inherited'); };
+return { a: 1 };

@@ -1,0 +1,3 @@
+// expect: completed
+// value-contains: Unawaited
+return { p: echo({ a: 1 }) };

@@ -1,0 +1,3 @@
+// expect: completed
+// value-contains: truncated
+return { toJSON() { return 'x'.repeat(300000); } };

@@ -1,0 +1,3 @@
+// expect: completed
+const o = { toJSON() { return o; } };
+return o;

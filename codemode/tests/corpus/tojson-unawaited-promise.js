@@ -1,0 +1,3 @@
+// expect: completed
+// value-contains: a
+return echo({ a: 1 });

@@ -1,0 +1,3 @@
+// expect: failed:guest_error
+// error-contains: failing tool failed
+return await failing({});

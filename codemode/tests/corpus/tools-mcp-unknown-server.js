@@ -1,0 +1,3 @@
+// expect: completed
+// value: ["undefined", []]
+return [typeof MCP.evil, Object.keys(MCP)];

@@ -1,0 +1,2 @@
+// expect: completed
+try { await store('k'.repeat(100000), 1); return 'stored'; } catch (e) { return 'refused'; }

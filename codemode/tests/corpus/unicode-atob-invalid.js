@@ -1,0 +1,3 @@
+// expect: failed:guest_error
+// error-contains: InvalidCharacterError
+return atob('abc=d');

@@ -1,0 +1,3 @@
+// expect: completed
+// value: "\ufeff\u0000x"
+return '\uFEFF\u0000x';

@@ -1,0 +1,2 @@
+// expect: completed
+return '🦞🦞'.slice(0, 3);

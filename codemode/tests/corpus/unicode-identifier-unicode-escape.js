@@ -1,0 +1,3 @@
+// expect: failed:guest_error
+// error-contains: ReferenceError
+return \u0070rocess.env;

@@ -1,0 +1,4 @@
+// expect: completed
+// value: 1
+console.log('\uDFFF');
+return 1;

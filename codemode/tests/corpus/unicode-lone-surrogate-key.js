@@ -1,0 +1,3 @@
+// expect: completed
+// value: {"\ufffd": 1}
+return { ['\uD800']: 1 };

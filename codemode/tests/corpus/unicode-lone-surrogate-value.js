@@ -1,0 +1,3 @@
+// expect: completed
+// value: ["\ufffd", "a\ufffdb", "\udbff\udfff"]
+return ['\uD800', 'a\uDC00b', '\uDBFF\uDFFF'];

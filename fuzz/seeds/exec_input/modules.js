@@ -1,0 +1,1 @@
+const m = require("fs"); import("x"); ((require))("y")

@@ -1,0 +1,1 @@
+for await (const x of [1,2]) { console.log(`${x}`) }\nreturn /a+/u.test("aa")
