@@ -245,11 +245,16 @@ fn failure(failure: CellFailure, message: String) -> Step {
     WorkerMessage::Failed { failure, message }
 }
 
-/// Rewrites `codemode:user.js:L:C` positions of the wrapped source into the user's own lines.
+/// Rewrites `codemode:user.js:L:C` positions of the wrapped source into the user's own lines, and drops frames
+/// of the prelude and of native code: the model should see its own program, not our machinery.
 fn map_stack(stack: &str) -> String {
     let mut out = String::with_capacity(stack.len());
-    for (i, line) in stack.lines().enumerate() {
-        if i > 0 {
+    for line in stack.lines() {
+        let frame = line.trim_start().starts_with("at ");
+        if frame && !line.contains(USER_FILE) {
+            continue;
+        }
+        if !out.is_empty() {
             out.push('\n');
         }
         out.push_str(&map_line(line));
