@@ -106,7 +106,8 @@ fn literal_union(values: &[Value]) -> Option<Hint> {
 }
 
 fn with_supported_shape(schema: &Map<String, Value>, mut hint: Hint) -> Hint {
-    if UNSUPPORTED.iter().any(|k| schema.contains_key(*k)) {
+    // Schemas have few keys: scanning them beats hashing sixteen keyword lookups.
+    if schema.keys().any(|k| UNSUPPORTED.contains(&k.as_str())) {
         hint.complete = false;
     }
     hint
@@ -123,14 +124,14 @@ fn union_hint(schema: &Map<String, Value>, depth: usize, limits: &HintLimits) ->
     };
     // A union next to a structural shape is an intersection, which a compact hint cannot show honestly.
     const STRUCTURAL: &[&str] = &["const", "enum", "type", "properties", "required", "additionalProperties", "items"];
-    if STRUCTURAL.iter().any(|k| schema.contains_key(*k)) {
+    if schema.keys().any(|k| STRUCTURAL.contains(&k.as_str())) {
         return Some(Hint::unknown());
     }
     let consts: Option<Vec<Value>> = variants
         .iter()
         .map(|v| {
             let o = v.as_object()?;
-            if UNSUPPORTED.iter().any(|k| o.contains_key(*k)) {
+            if o.keys().any(|k| UNSUPPORTED.contains(&k.as_str())) {
                 return None;
             }
             o.get("const").cloned()

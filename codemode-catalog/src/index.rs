@@ -61,13 +61,8 @@ fn len(s: &str) -> usize {
 fn ordered<'a, 'b>(items: &'b [IndexItem<'a>]) -> Vec<&'b IndexItem<'a>> {
     let mut v: Vec<&IndexItem<'a>> = items.iter().collect();
     // Case-insensitive first, like the reference's `localeCompare`, so `API_x` files under `a`.
-    v.sort_by(|a, b| {
-        b.output
-            .is_some()
-            .cmp(&a.output.is_some())
-            .then_with(|| a.name.to_ascii_lowercase().cmp(&b.name.to_ascii_lowercase()))
-            .then_with(|| a.name.cmp(b.name))
-    });
+    let folded = |s: &str| s.bytes().map(|b| b.to_ascii_lowercase()).collect::<Vec<u8>>();
+    v.sort_by_cached_key(|i| (i.output.is_none(), folded(i.name), i.name));
     v
 }
 

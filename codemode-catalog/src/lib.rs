@@ -149,7 +149,8 @@ pub struct Catalog {
     mcp_entries: Vec<CatalogEntry>,
     /// Host-only ids paired with the callable name that replaces them in messages, longest id first.
     redactions: Vec<(String, String)>,
-    search: search::SearchIndex,
+    /// Built on the first search: many runs never search, and surface construction must stay cheap.
+    search: std::sync::OnceLock<search::SearchIndex>,
     options: CatalogOptions,
 }
 
@@ -303,12 +304,7 @@ impl Catalog {
         }
         redactions.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
 
-        let search = search::SearchIndex::build(entries.iter().map(|e: &CatalogEntry| search::DocText {
-            names: [e.callable_name.as_str(), e.definition.name.as_str()],
-            label: e.definition.label.as_deref(),
-            description: &e.definition.description,
-            parameters: &e.definition.parameters,
-        }));
+        let search = std::sync::OnceLock::new();
         Ok(Catalog { entries, by_callable, direct_only, mcp_servers, mcp_entries, redactions, search, options })
     }
 
@@ -415,7 +411,19 @@ impl Catalog {
             return Ok(vec![self.handle(entry)]);
         }
         let names: Vec<&str> = self.entries.iter().map(|e| e.callable_name.as_str()).collect();
-        Ok(self.search.rank(q, &names).into_iter().take(limit).map(|i| self.handle(&self.entries[i])).collect())
+        Ok(self.search_index().rank(q, &names).into_iter().take(limit).map(|i| self.handle(&self.entries[i])).collect())
+    }
+
+    /// The search index, built on first use.
+    pub fn search_index(&self) -> &search::SearchIndex {
+        self.search.get_or_init(|| {
+            search::SearchIndex::build(self.entries.iter().map(|e| search::DocText {
+                names: [e.callable_name.as_str(), e.definition.name.as_str()],
+                label: e.definition.label.as_deref(),
+                description: &e.definition.description,
+                parameters: &e.definition.parameters,
+            }))
+        })
     }
 
     /// `catalog.all()`: every callable handle, by callable name (MCP excluded).

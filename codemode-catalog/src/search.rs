@@ -5,6 +5,27 @@
 //! function of the catalog and the query; ties break on the callable name, so equal inputs give equal output.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// FNV-1a: terms are short, trusted-length strings, and SipHash dominated index construction.
+#[derive(Default)]
+struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 { 0xcbf2_9ce4_8422_2325 } else { self.0 };
+        for &b in bytes {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
 
 use serde_json::Value;
 
@@ -20,66 +41,58 @@ const PARAMETER_NAME_WEIGHT: f64 = 1.0;
 const PARAMETER_DESCRIPTION_WEIGHT: f64 = 0.5;
 const MAX_PARAMETER_DEPTH: usize = 4;
 
-const STOPWORDS: &[&str] = &[
-    "a", "about", "after", "all", "an", "and", "any", "are", "as", "at", "be", "been", "but", "by", "can", "could",
-    "do", "does", "for", "from", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "no",
-    "not", "of", "on", "or", "our", "please", "should", "so", "some", "than", "that", "the", "their", "them", "then",
-    "there", "these", "this", "those", "to", "up", "us", "use", "was", "we", "were", "what", "when", "which", "will",
-    "with", "would", "you", "your",
-];
-
-/// Words ending in `s` that are not plurals.
+/// Words ending in `s` that are not plurals; sorted, for binary search.
 const NOT_PLURAL: &[&str] = &[
     "access",
     "address",
     "alias",
+    "always",
     "analysis",
+    "atlas",
+    "aws",
+    "axis",
+    "basis",
     "bias",
     "bus",
     "canvas",
-    "class",
-    "process",
-    "progress",
-    "status",
-    "success",
-    "news",
-    "https",
-    "always",
-    "atlas",
-    "basis",
     "chaos",
+    "class",
     "cors",
+    "css",
+    "diagnosis",
     "dns",
     "gas",
-    "lens",
-    "less",
-    "plus",
-    "previous",
-    "series",
-    "sms",
-    "this",
-    "was",
+    "gcs",
     "has",
+    "https",
+    "ios",
     "is",
     "its",
-    "yes",
-    "axis",
-    "diagnosis",
-    "thus",
-    "various",
-    "aws",
-    "gcs",
-    "postgres",
-    "kubernetes",
-    "redis",
-    "os",
-    "ios",
-    "macos",
     "js",
-    "ts",
-    "css",
+    "kubernetes",
+    "lens",
+    "less",
+    "macos",
     "ms",
+    "news",
+    "os",
+    "plus",
+    "postgres",
+    "previous",
+    "process",
+    "progress",
+    "redis",
+    "series",
+    "sms",
     "stats",
+    "status",
+    "success",
+    "this",
+    "thus",
+    "ts",
+    "various",
+    "was",
+    "yes",
 ];
 
 /// Query expansions: a typed word also looks for these words, at reduced weight.
@@ -132,73 +145,181 @@ const EXPANSIONS: &[(&str, &[&str])] = &[
     ("execute", &["run", "exec"]),
 ];
 
-/// Splits identifiers and prose into lowercase words: `snake_case`, `camelCase`, `kebab-case`, `HTTPServer`.
-pub fn split_words(text: &str, out: &mut Vec<String>) {
+/// Calls `f` with each lowercase word of `text`: `snake_case`, `camelCase`, `kebab-case` and `HTTPServer` all
+/// split into words. One reused buffer, no allocation per word.
+pub fn for_each_word(text: &str, mut f: impl FnMut(&str)) {
+    let mut word = String::with_capacity(32);
     for chunk in text.split(|c: char| !c.is_alphanumeric()) {
         if chunk.is_empty() {
             continue;
         }
-        let chars: Vec<char> = chunk.chars().collect();
-        let mut start = 0;
-        for i in 1..chars.len() {
-            let (prev, cur) = (chars[i - 1], chars[i]);
-            let next_lower = chars.get(i + 1).is_some_and(|c| c.is_lowercase());
-            let boundary = (prev.is_lowercase() && cur.is_uppercase())
-                || (prev.is_uppercase() && cur.is_uppercase() && next_lower)
-                || (prev.is_alphabetic() && cur.is_numeric())
-                || (prev.is_numeric() && cur.is_alphabetic());
-            if boundary {
-                out.push(chars[start..i].iter().collect::<String>().to_lowercase());
-                start = i;
+        let mut chars = chunk.chars().peekable();
+        let mut prev: Option<char> = None;
+        while let Some(cur) = chars.next() {
+            if let Some(p) = prev {
+                let next_lower = chars.peek().is_some_and(|c| c.is_lowercase());
+                let boundary = (p.is_lowercase() && cur.is_uppercase())
+                    || (p.is_uppercase() && cur.is_uppercase() && next_lower)
+                    || (p.is_alphabetic() && cur.is_numeric())
+                    || (p.is_numeric() && cur.is_alphabetic());
+                if boundary && !word.is_empty() {
+                    f(&word);
+                    word.clear();
+                }
             }
+            if cur.is_ascii() {
+                word.push(cur.to_ascii_lowercase());
+            } else {
+                word.extend(cur.to_lowercase());
+            }
+            prev = Some(cur);
         }
-        out.push(chars[start..].iter().collect::<String>().to_lowercase());
+        if !word.is_empty() {
+            f(&word);
+            word.clear();
+        }
     }
+}
+
+/// Splits identifiers and prose into lowercase words (see [`for_each_word`]).
+pub fn split_words(text: &str, out: &mut Vec<String>) {
+    for_each_word(text, |w| out.push(w.to_owned()));
+}
+
+/// About seventy English stopwords; a `match` compiles to a length switch, far cheaper than a search per word.
+fn is_stopword(word: &str) -> bool {
+    matches!(
+        word,
+        "a" | "about"
+            | "after"
+            | "all"
+            | "an"
+            | "and"
+            | "any"
+            | "are"
+            | "as"
+            | "at"
+            | "be"
+            | "been"
+            | "but"
+            | "by"
+            | "can"
+            | "could"
+            | "do"
+            | "does"
+            | "for"
+            | "from"
+            | "has"
+            | "have"
+            | "how"
+            | "i"
+            | "if"
+            | "in"
+            | "into"
+            | "is"
+            | "it"
+            | "its"
+            | "me"
+            | "my"
+            | "no"
+            | "not"
+            | "of"
+            | "on"
+            | "or"
+            | "our"
+            | "please"
+            | "should"
+            | "so"
+            | "some"
+            | "than"
+            | "that"
+            | "the"
+            | "their"
+            | "them"
+            | "then"
+            | "there"
+            | "these"
+            | "this"
+            | "those"
+            | "to"
+            | "up"
+            | "us"
+            | "use"
+            | "was"
+            | "we"
+            | "were"
+            | "what"
+            | "when"
+            | "which"
+            | "will"
+            | "with"
+            | "would"
+            | "you"
+            | "your"
+    )
 }
 
 /// Light suffix stemming: `ies ing ed ly es er s e`, with final-consonant undoubling.
 pub fn stem(word: &str) -> String {
-    if word.len() <= 3 || NOT_PLURAL.contains(&word) || !word.is_ascii() {
-        return word.to_owned();
+    let mut out = String::with_capacity(word.len());
+    stem_into(word, &mut out);
+    out
+}
+
+fn stem_into(word: &str, out: &mut String) {
+    out.clear();
+    if word.len() <= 3 || !word.is_ascii() || (word.ends_with('s') && NOT_PLURAL.binary_search(&word).is_ok()) {
+        out.push_str(word);
+        return;
     }
-    let mut stem = if let Some(s) = word.strip_suffix("ies") {
-        format!("{s}y")
+    if let Some(s) = word.strip_suffix("ies") {
+        out.push_str(s);
+        out.push('y');
     } else {
-        let mut out = word.to_owned();
+        let mut stem = word;
         for suffix in ["ing", "ed", "ly", "es", "er", "s", "e"] {
             if let Some(s) = word.strip_suffix(suffix)
                 && s.len() >= 3
             {
-                out = s.to_owned();
+                stem = s;
                 break;
             }
         }
-        out
-    };
-    let bytes = stem.as_bytes();
+        out.push_str(stem);
+    }
+    let bytes = out.as_bytes();
     let n = bytes.len();
     if n >= 4 && bytes[n - 1] == bytes[n - 2] && !b"aeiouslz".contains(&bytes[n - 1]) {
-        stem.pop();
+        out.pop();
     }
-    stem
+}
+
+/// Calls `f` with each stemmed search term of `text`, stopwords dropped.
+pub fn for_each_term(text: &str, mut f: impl FnMut(&str)) {
+    let mut stemmed = String::with_capacity(32);
+    for_each_word(text, |w| {
+        if !is_stopword(w) {
+            stem_into(w, &mut stemmed);
+            f(&stemmed);
+        }
+    });
 }
 
 /// Tokenizes text into stemmed search terms, dropping stopwords.
 pub fn tokenize(text: &str) -> Vec<String> {
-    let mut words = Vec::new();
-    split_words(text, &mut words);
-    words.into_iter().filter(|w| !STOPWORDS.contains(&w.as_str())).map(|w| stem(&w)).collect()
+    let mut out = Vec::new();
+    for_each_term(text, |t| out.push(t.to_owned()));
+    out
 }
 
-/// One document's weighted term frequencies and length.
+/// One document's weighted length.
 struct Doc {
-    terms: HashMap<u32, f64>,
     len: f64,
 }
 
 /// The inverted index over the catalog's callable entries (indexed like `Catalog::entries`).
 pub struct SearchIndex {
-    vocabulary: HashMap<String, u32>,
+    vocabulary: FastMap<String, u32>,
     docs: Vec<Doc>,
     /// Per term id: (document, weighted tf).
     postings: Vec<Vec<(u32, f64)>>,
@@ -221,18 +342,28 @@ impl SearchIndex {
     /// Builds the index.
     pub fn build<'a>(docs: impl IntoIterator<Item = DocText<'a>>) -> SearchIndex {
         let mut index =
-            SearchIndex { vocabulary: HashMap::new(), docs: Vec::new(), postings: Vec::new(), avg_len: 0.0 };
+            SearchIndex { vocabulary: FastMap::default(), docs: Vec::new(), postings: Vec::new(), avg_len: 0.0 };
         let mut total = 0.0;
         for (doc_id, doc) in docs.into_iter().enumerate() {
-            let mut terms: HashMap<u32, f64> = HashMap::new();
+            // Few distinct terms per document: a small vector beats a hash map here.
+            let mut terms: Vec<(u32, f64)> = Vec::with_capacity(64);
             let mut len = 0.0;
             let mut add = |text: &str, weight: f64, index: &mut SearchIndex| {
-                for term in tokenize(text) {
-                    let next = index.vocabulary.len() as u32;
-                    let id = *index.vocabulary.entry(term).or_insert(next);
-                    *terms.entry(id).or_insert(0.0) += weight;
+                for_each_term(text, |term| {
+                    let id = match index.vocabulary.get(term) {
+                        Some(&id) => id,
+                        None => {
+                            let id = index.vocabulary.len() as u32;
+                            index.vocabulary.insert(term.to_owned(), id);
+                            id
+                        }
+                    };
+                    match terms.iter_mut().find(|(t, _)| *t == id) {
+                        Some(entry) => entry.1 += weight,
+                        None => terms.push((id, weight)),
+                    }
                     len += weight;
-                }
+                });
             };
             add(doc.names[0], NAME_WEIGHT, &mut index);
             if doc.names[1] != doc.names[0] {
@@ -248,11 +379,11 @@ impl SearchIndex {
                 add(text, weight, &mut index);
             }
             index.postings.resize_with(index.vocabulary.len(), Vec::new);
-            for (&term, &tf) in &terms {
+            for &(term, tf) in &terms {
                 index.postings[term as usize].push((doc_id as u32, tf));
             }
             total += len;
-            index.docs.push(Doc { terms, len });
+            index.docs.push(Doc { len });
         }
         index.avg_len = if index.docs.is_empty() { 1.0 } else { (total / index.docs.len() as f64).max(1.0) };
         index
@@ -276,7 +407,7 @@ impl SearchIndex {
         };
         let mut raw = Vec::new();
         split_words(query, &mut raw);
-        for word in raw.iter().filter(|w| !STOPWORDS.contains(&w.as_str())) {
+        for word in raw.iter().filter(|w| !is_stopword(w)) {
             push(&stem(word), 1.0, true, &mut weights);
             if let Some((_, extra)) = EXPANSIONS.iter().find(|(w, _)| w == word) {
                 for e in *extra {
@@ -285,7 +416,7 @@ impl SearchIndex {
             }
         }
         let n = self.docs.len() as f64;
-        let mut scores: HashMap<u32, (f64, bool)> = HashMap::new();
+        let mut scores: FastMap<u32, (f64, bool)> = FastMap::default();
         for &(term, weight, typed) in &weights {
             let postings = &self.postings[term as usize];
             let df = postings.len() as f64;
@@ -310,9 +441,14 @@ impl SearchIndex {
         self.docs.len()
     }
 
+    /// Whether no document is indexed.
+    pub fn is_empty(&self) -> bool {
+        self.docs.is_empty()
+    }
+
     /// Whether a document contains a term (for tests of the tokenizer end to end).
     pub fn doc_has(&self, doc: usize, term: &str) -> bool {
-        self.vocabulary.get(term).is_some_and(|id| self.docs.get(doc).is_some_and(|d| d.terms.contains_key(id)))
+        self.vocabulary.get(term).is_some_and(|&id| self.postings[id as usize].iter().any(|&(d, _)| d as usize == doc))
     }
 }
 
