@@ -23,6 +23,19 @@ const WORKLOADS: &[(&str, &str)] = &[
     ("string_build", include_str!("workloads/string_build.js")),
 ];
 
+/// Single-operation probes for the pathological paths documented in PERFORMANCE-NOTES.md (no target).
+const PROBES: &[(&str, &str)] = &[
+    ("json_parse", include_str!("workloads/probes/json_parse.js")),
+    ("json_stringify", include_str!("workloads/probes/json_stringify.js")),
+    ("json_pretty", include_str!("workloads/probes/json_pretty.js")),
+    ("json_deep", include_str!("workloads/probes/json_deep.js")),
+    ("sort_comparator", include_str!("workloads/probes/sort_comparator.js")),
+    ("concat_loop", include_str!("workloads/probes/concat_loop.js")),
+    ("array_join", include_str!("workloads/probes/array_join.js")),
+    ("array_includes", include_str!("workloads/probes/array_includes.js")),
+    ("key_churn", include_str!("workloads/probes/key_churn.js")),
+];
+
 /// A fresh context with the workload inputs built; `install` selects our string built-ins or Boa's.
 fn context(install: bool) -> Context {
     let mut context =
@@ -45,6 +58,13 @@ fn workloads(c: &mut Criterion) {
     for &(name, script) in WORKLOADS {
         let mut context = context(true);
         println!("{name}: {}", run(&mut context, script));
+        group.bench_function(name, |b| b.iter(|| black_box(run(&mut context, script))));
+    }
+    group.finish();
+    let mut group = c.benchmark_group("probe");
+    group.sample_size(10);
+    for &(name, script) in PROBES {
+        let mut context = context(true);
         group.bench_function(name, |b| b.iter(|| black_box(run(&mut context, script))));
     }
     group.finish();

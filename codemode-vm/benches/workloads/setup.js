@@ -4,10 +4,11 @@
 var WORDS = ["lorem", "ipsum", "dolor", "sit", "amet", "consectetur", "adipiscing", "elit", "sed", "do",
   "eiusmod", "tempor", "incididunt", "ut", "labore", "et", "dolore", "magna", "aliqua", "request", "cache"];
 var LEVELS = ["INFO", "INFO", "INFO", "DEBUG", "WARN", "ERROR"];
+// Park-Miller: every product stays below 2^53, so all engines compute the same sequence exactly.
 var seed = 42;
 function rand(n) {
-  seed = (seed * 1103515245 + 12345) % 2147483648;
-  return seed % n;
+  seed = (seed * 48271) % 2147483647;
+  return Math.floor((seed / 2147483647) * n);
 }
 var lines = [];
 var size = 0;
