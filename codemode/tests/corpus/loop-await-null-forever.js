@@ -1,0 +1,2 @@
+// expect: failed:timeout
+for (;;) await null;
