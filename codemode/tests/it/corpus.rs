@@ -135,10 +135,8 @@ fn check_expectation(fixture: &Fixture, result: &CodeModeResult) -> Vec<String> 
             }
         }
         CodeModeResult::Completed(completed) => {
-            if let Some(value) = &expect.value {
-                if &completed.value != value {
-                    problems.push(format!("value {} (expected {value})", completed.value));
-                }
+            if let Some(value) = expect.value.as_ref().filter(|v| **v != completed.value) {
+                problems.push(format!("value {} (expected {value})", completed.value));
             }
             let text = completed.value.to_string();
             for needle in &expect.value_contains {
