@@ -7,6 +7,6 @@
 pub mod engine;
 pub mod pool;
 pub mod protocol;
-pub mod worker;
-pub mod strings;
 pub mod source;
+pub mod strings;
+pub mod worker;

@@ -136,7 +136,7 @@ impl WorkerPool {
         }
     }
 
-    /// An idle worker, or a new one; the pool refills itself in the background.
+    /// An idle worker, or a new one when none is idle (then the pool refills itself in the background).
     ///
     /// # Errors
     ///
@@ -153,25 +153,34 @@ impl WorkerPool {
             }
             found
         };
-        let worker = match reused {
-            Some(worker) => worker,
-            None => self.spawn()?,
-        };
+        match reused {
+            Some(worker) => Ok(worker),
+            None => {
+                let worker = self.spawn()?;
+                self.replenish();
+                Ok(worker)
+            }
+        }
+    }
+
+    /// Returns a worker whose cell ended cleanly; its next context is already being built. Workers beyond `warm`
+    /// are stopped.
+    pub fn checkin(&self, worker: WorkerProcess) {
+        let mut idle = self.idle.lock().expect("pool lock");
+        if idle.len() < self.config.warm.max(1) {
+            idle.push(worker);
+        }
+    }
+
+    /// Starts workers in the background until `warm` are idle: call it when a checked-out worker will not come
+    /// back (it was killed, or a parked run keeps it).
+    pub fn replenish(self: &Arc<Self>) {
         let pool = self.clone();
         tokio::spawn(async move {
             if let Err(e) = pool.fill() {
                 tracing::warn!("code mode worker pool could not refill: {e}");
             }
         });
-        Ok(worker)
-    }
-
-    /// Returns a worker whose cell ended cleanly; its next context is already being built.
-    pub fn checkin(&self, worker: WorkerProcess) {
-        let mut idle = self.idle.lock().expect("pool lock");
-        if idle.len() < self.config.warm.max(1) {
-            idle.push(worker);
-        }
     }
 
     fn spawn(&self) -> Result<WorkerProcess, PoolError> {
@@ -193,9 +202,8 @@ impl WorkerPool {
                 Ok(())
             });
         }
-        let mut child = cmd
-            .spawn()
-            .map_err(|source| PoolError::Spawn { path: command.program.display().to_string(), source })?;
+        let mut child =
+            cmd.spawn().map_err(|source| PoolError::Spawn { path: command.program.display().to_string(), source })?;
         let stdin = child.stdin.take().expect("stdin is piped");
         let stdout = child.stdout.take().expect("stdout is piped");
         let mut stderr = child.stderr.take().expect("stderr is piped");

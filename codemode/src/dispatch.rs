@@ -57,7 +57,9 @@ pub(crate) fn dispatch(inner: &Arc<Inner>, parts: RunParts<'_>, request: BridgeR
             *parts.dispatch_started = true;
             let inner = inner.clone();
             Box::pin(async move {
-                let Some(entry) = inner.catalog.by_callable(&tool) else { return err("invalid_input", unknown_tool(&tool)) };
+                let Some(entry) = inner.catalog.by_callable(&tool) else {
+                    return err("invalid_input", unknown_tool(&tool));
+                };
                 let name = entry.definition.name.clone();
                 match inner.host.call_tool(&name, tool_args, cx).await {
                     Ok(value) => match inner.catalog.validate_output(entry, &value) {
@@ -74,20 +76,41 @@ pub(crate) fn dispatch(inner: &Arc<Inner>, parts: RunParts<'_>, request: BridgeR
             let op = args.get("op").and_then(Value::as_str).map(str::to_owned);
             let call_args = args.get("args").cloned().unwrap_or_else(|| json!({}));
             let Some(ns) = inner.catalog.mcp_servers().iter().find(|s| s.name == server) else {
-                return settle_now(parts, id, method, &request, err("invalid_input", format!("unknown MCP server \"{server}\"")));
+                return settle_now(
+                    parts,
+                    id,
+                    method,
+                    &request,
+                    err("invalid_input", format!("unknown MCP server \"{server}\"")),
+                );
             };
             if let Some(tool) = &tool {
                 let known = ns.tools.iter().find(|t| &t.name == tool);
                 let entry = known.and_then(|t| inner.catalog.mcp_tool(&ns.global_name, &t.js_name));
                 let Some(entry) = entry else {
-                    return settle_now(parts, id, method, &request, err("invalid_input", format!("unknown MCP tool {server}.{tool}")));
+                    return settle_now(
+                        parts,
+                        id,
+                        method,
+                        &request,
+                        err("invalid_input", format!("unknown MCP tool {server}.{tool}")),
+                    );
                 };
                 if parts.restart_safe && !entry.definition.replay_safe {
                     return settle_now(parts, id, method, &request, err("invalid_input", not_replay_safe(tool)));
                 }
                 *parts.replay_safe &= entry.definition.replay_safe;
             } else if parts.restart_safe {
-                return settle_now(parts, id, method, &request, err("invalid_input", "MCP namespace operations are not replay-safe; restartSafe cells cannot use them"));
+                return settle_now(
+                    parts,
+                    id,
+                    method,
+                    &request,
+                    err(
+                        "invalid_input",
+                        "MCP namespace operations are not replay-safe; restartSafe cells cannot use them",
+                    ),
+                );
             }
             parts.counters.call_count += 1;
             *parts.dispatch_started = true;
@@ -118,10 +141,13 @@ pub(crate) fn dispatch(inner: &Arc<Inner>, parts: RunParts<'_>, request: BridgeR
                         let value = serde_json::to_value(found).unwrap_or_default();
                         let bytes = value.to_string().len() as u64;
                         if bytes > inner.limits.max_output_bytes {
-                            err("invalid_input", format!(
-                                "catalog.search results are {bytes} bytes, over the {}-byte output budget; pass a smaller limit or a more specific query.",
-                                inner.limits.max_output_bytes
-                            ))
+                            err(
+                                "invalid_input",
+                                format!(
+                                    "catalog.search results are {bytes} bytes, over the {}-byte output budget; pass a smaller limit or a more specific query.",
+                                    inner.limits.max_output_bytes
+                                ),
+                            )
                         } else {
                             ok(value)
                         }
@@ -176,7 +202,13 @@ pub(crate) fn dispatch(inner: &Arc<Inner>, parts: RunParts<'_>, request: BridgeR
             })
         }
         BridgeMethod::Store | BridgeMethod::Load if parts.restart_safe => {
-            return settle_now(parts, id, method, &request, err("invalid_input", "store and load are unavailable in restartSafe cells"));
+            return settle_now(
+                parts,
+                id,
+                method,
+                &request,
+                err("invalid_input", "store and load are unavailable in restartSafe cells"),
+            );
         }
         BridgeMethod::Store => {
             *parts.dispatch_started = true;
@@ -202,7 +234,9 @@ pub(crate) fn dispatch(inner: &Arc<Inner>, parts: RunParts<'_>, request: BridgeR
                 Some(value) => ok(value),
                 None => err(
                     "invalid_input",
-                    format!("no saved result \"{rid}\" in this session (it expired or was evicted); rerun the cell that produced it"),
+                    format!(
+                        "no saved result \"{rid}\" in this session (it expired or was evicted); rerun the cell that produced it"
+                    ),
                 ),
             };
             return settle_now(parts, id, method, &request, settled);
@@ -232,7 +266,9 @@ fn bounded(value: Value) -> SettlementValue {
     if bytes > MAX_TOOL_RESULT_BYTES {
         return err(
             "tool_error",
-            format!("tool result is {bytes} bytes, over the {MAX_TOOL_RESULT_BYTES}-byte limit for one nested result; ask for less (filters, limits, pagination)"),
+            format!(
+                "tool result is {bytes} bytes, over the {MAX_TOOL_RESULT_BYTES}-byte limit for one nested result; ask for less (filters, limits, pagination)"
+            ),
         );
     }
     ok(value)

@@ -14,9 +14,12 @@ const MAX_ENTRIES: usize = 64;
 const MAX_REFERENCE_BYTES: usize = 768;
 const GUIDANCE: &str = "Full result saved for this run; use results.load(reference.id) in a later exec.";
 
+/// `(id, value, encoded bytes)`, oldest first.
+type Entries = VecDeque<(String, Value, usize)>;
+
 #[derive(Default)]
 pub(crate) struct ResultStore {
-    sessions: Mutex<HashMap<String, VecDeque<(String, Value, usize)>>>,
+    sessions: Mutex<HashMap<String, Entries>>,
 }
 
 impl ResultStore {

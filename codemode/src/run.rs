@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use codemode_bridge::{
-    BridgeMethod, CodeModeResult, Completed, ErrorCode, Failed, FailurePhase, Journal, OutputBudget,
-    OutputItem, PendingToolCall, Round, Settlement, SettlementValue, WaitReason, Waiting,
+    BridgeMethod, CodeModeResult, Completed, ErrorCode, Failed, FailurePhase, Journal, OutputBudget, OutputItem,
+    PendingToolCall, Round, Settlement, SettlementValue, WaitReason, Waiting,
 };
 use codemode_snapshot::{Checkpoint, PendingRequest, RunCounters, RunOwner, Slot, StoreError};
 use codemode_telemetry::Telemetry;
@@ -180,11 +180,10 @@ async fn finish(inner: Arc<Inner>, mut run: LiveRun, slot: Slot<LiveRun>, deadli
 }
 
 fn release_worker(inner: &Inner, run: &mut LiveRun) {
-    if let Some(worker) = run.worker.take() {
-        if run.quiescent_done() {
-            inner.pool.checkin(worker);
-        }
-        // Otherwise the worker is dropped, which kills it (kill_on_drop).
+    match run.worker.take() {
+        Some(worker) if run.quiescent_done() => inner.pool.checkin(worker),
+        // A worker that did not end its cell cleanly is dropped, which kills it (kill_on_drop).
+        _ => inner.pool.replenish(),
     }
     run.in_flight.abort_all();
 }
@@ -208,7 +207,7 @@ async fn park(inner: Arc<Inner>, mut run: LiveRun, slot: Slot<LiveRun>, reason: 
     );
     checkpoint.restart_safe = run.restart_safe;
     checkpoint.delivered_output = run.emitted;
-    checkpoint.counters = run.counters.clone();
+    checkpoint.counters = run.counters;
     checkpoint.pending = run
         .pending
         .iter()
@@ -236,6 +235,8 @@ async fn park(inner: Arc<Inner>, mut run: LiveRun, slot: Slot<LiveRun>, reason: 
         run.worker = None;
         run.quiescent = false;
     }
+    // The parked run keeps (or dropped) its worker: the pool starts a replacement.
+    inner.pool.replenish();
     let limits = inner.limits.clone();
     match inner.runs.park(slot, checkpoint, Some(run), &limits) {
         Ok(_) => CodeModeResult::Waiting(Waiting {
@@ -284,7 +285,7 @@ pub(crate) async fn wait(inner: Arc<Inner>, input: Value, scope: RunScope) -> Co
                 budget: checkpoint.output_budget.clone(),
                 emitted: checkpoint.delivered_output,
                 new_output: Vec::new(),
-                counters: checkpoint.counters.clone(),
+                counters: checkpoint.counters,
                 dispatch_started: true,
                 replay_safe: checkpoint.restart_safe,
                 worker: None,

@@ -122,7 +122,9 @@ impl BridgeState {
     ) -> Result<Option<(ResolvingFunctions, Result<Value, Value>)>, String> {
         let Some(resolvers) = self.resolvers.remove(&id) else {
             if self.replaying && !self.canceled_before(id) {
-                return Err(format!("code mode replay diverged: the journal settles request {id}, which this run never made"));
+                return Err(format!(
+                    "code mode replay diverged: the journal settles request {id}, which this run never made"
+                ));
             }
             return Ok(None);
         };
@@ -184,8 +186,10 @@ impl BridgeState {
         }
         let id = self.next_id;
         let request = BridgeRequest { id, method, args };
-        if let Some(recorded) = self.recorded.get(id as usize - 1) {
-            if *recorded != request.digest() {
+        if let Some(recorded) = self.recorded.get(id as usize - 1)
+            && *recorded != request.digest()
+        {
+            {
                 let message = format!(
                     "code mode replay diverged at request {id} ({}): the program did not make the same request as \
                      the run it resumes. Programs must be deterministic across a wait.",
@@ -280,10 +284,12 @@ fn last_request_id(_: &JsValue, _: &[JsValue], context: &mut Context) -> JsResul
 }
 
 fn cancel(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
-    if let Some(id) = args.first().and_then(JsValue::as_number) {
-        if id.fract() == 0.0 && id >= 1.0 && id <= f64::from(u32::MAX) {
-            shared(context).borrow_mut().cancel(id as u32);
-        }
+    if let Some(id) = args.first().and_then(JsValue::as_number)
+        && id.fract() == 0.0
+        && id >= 1.0
+        && id <= f64::from(u32::MAX)
+    {
+        shared(context).borrow_mut().cancel(id as u32);
     }
     Ok(JsValue::undefined())
 }

@@ -59,6 +59,7 @@ impl Engine {
         let state: Shared = Rc::new(RefCell::new(BridgeState::new(sink)));
         context.insert_data(state.clone());
         hooks::seed_math_random(&mut context)?;
+        crate::strings::install(&mut context)?;
         let natives = bridge::natives(&mut context);
         let prelude = context.eval(Source::from_bytes(include_str!("prelude.js")))?;
         let prelude = prelude.as_object().expect("the prelude evaluates to a function");
