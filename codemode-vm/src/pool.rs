@@ -144,8 +144,11 @@ impl WorkerPool {
     pub fn checkout(self: &Arc<Self>) -> Result<WorkerProcess, PoolError> {
         let reused = {
             let mut idle = self.idle.lock().expect("pool lock");
+            // First in, first out: the worker returned longest ago has most likely finished building its next
+            // context.
             let mut found = None;
-            while let Some(mut worker) = idle.pop() {
+            while !idle.is_empty() {
+                let mut worker = idle.remove(0);
                 if worker.is_alive() {
                     found = Some(worker);
                     break;

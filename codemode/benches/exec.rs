@@ -69,14 +69,18 @@ fn benches(c: &mut Criterion) {
     c.bench_function("exec/10_sequential_calls", |b| {
         b.to_async(&rt).iter(|| async {
             black_box(
-                live.exec(input("let n = 0; for (let i = 0; i < 10; i++) { if ((await ping({})).ok) n++ } return n"), RunScope::default())
-                    .await,
+                live.exec(
+                    input("let n = 0; for (let i = 0; i < 10; i++) { if ((await ping({})).ok) n++ } return n"),
+                    RunScope::default(),
+                )
+                .await,
             )
         })
     });
     c.bench_function("wait/suspend_resume_live", |b| {
         b.to_async(&rt).iter(|| async {
-            let first = live.exec(input("const r = await yield_control('x'); return r.status"), RunScope::default()).await;
+            let first =
+                live.exec(input("const r = await yield_control('x'); return r.status"), RunScope::default()).await;
             black_box(live.wait(json!({ "runId": run_id(&first) }), RunScope::default()).await)
         })
     });
@@ -126,7 +130,10 @@ fn benches(c: &mut Criterion) {
         drop(engine);
         let engine = self::engine_with_state(&dir);
         let first = engine
-            .exec(input("for (let i = 0; i < 10; i++) await ping({}); await yield_control('x'); return 1"), RunScope::default())
+            .exec(
+                input("for (let i = 0; i < 10; i++) await ping({}); await yield_control('x'); return 1"),
+                RunScope::default(),
+            )
             .await;
         let id = run_id(&first);
         let size = std::fs::metadata(dir.join("runs").join(format!("{id}.json"))).map(|m| m.len()).unwrap_or(0);
@@ -148,7 +155,12 @@ fn engine_with_state(dir: &std::path::Path) -> CodeMode {
         direct_only: false,
         replay_safe: true,
     };
-    CodeMode::builder().tools(vec![ping]).host(Arc::new(Ping)).state_dir(Some(dir.to_path_buf())).build().expect("engine")
+    CodeMode::builder()
+        .tools(vec![ping])
+        .host(Arc::new(Ping))
+        .state_dir(Some(dir.to_path_buf()))
+        .build()
+        .expect("engine")
 }
 
 criterion_group!(exec, benches);

@@ -38,6 +38,7 @@
 //! # Ok(()) }
 //! ```
 
+mod activation;
 mod dispatch;
 mod results;
 mod run;
@@ -56,6 +57,7 @@ pub use codemode_vm as vm;
 pub use codemode_bridge::{CodeModeResult, ErrorCode, FailurePhase, OutputItem, ToolHost};
 pub use codemode_catalog::{ToolDefinition, ToolSource};
 pub use codemode_config::Limits;
+pub use activation::model_tools;
 pub use codemode_surface::ToolSpec;
 
 use codemode_catalog::{Catalog, CatalogOptions};
@@ -81,6 +83,12 @@ pub enum Error {
     /// No tool host was given.
     #[error("a ToolHost is required: call CodeModeBuilder::host")]
     NoHost,
+    /// The `tools.codeMode` config is invalid.
+    #[error("invalid code mode config: {0}")]
+    Config(#[from] codemode_config::ConfigError),
+    /// The provider payload broke the code mode contract; the run fails closed.
+    #[error("code mode payload check failed: {0}")]
+    Surface(#[from] codemode_surface::SurfaceError),
 }
 
 /// Who is calling: runs are scoped to their session and agent run.

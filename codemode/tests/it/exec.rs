@@ -187,3 +187,17 @@ async fn oversized_results_are_kept_for_results_load() {
     assert_eq!(v["truncated"], true);
     assert!(v["prefix"].as_str().unwrap().starts_with("\"xxx"));
 }
+
+#[tokio::test]
+async fn activation_decides_the_payload_and_fails_closed() {
+    let (engine, _) = engine();
+    let tools = crate::support::tools();
+    let facts = codemode::config::RunFacts { model: "openai/gpt".into(), has_tools: true, ..Default::default() };
+    let on = json!({ "tools": { "codeMode": true } });
+    let names = |specs: Vec<codemode::ToolSpec>| specs.into_iter().map(|s| s.name).collect::<Vec<_>>();
+    assert_eq!(names(codemode::model_tools(&on, &facts, &tools, Ok(&engine)).unwrap()), vec!["exec", "wait"]);
+    let off = json!({ "tools": { "codeMode": false } });
+    assert_eq!(names(codemode::model_tools(&off, &facts, &tools, Ok(&engine)).unwrap()), vec!["echo", "add", "fail", "slow"]);
+    let broken = Err(codemode::Error::NoHost);
+    assert!(codemode::model_tools(&on, &facts, &tools, broken).is_err(), "engaged without a runtime fails closed");
+}
