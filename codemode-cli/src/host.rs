@@ -144,7 +144,8 @@ pub struct CliHost {
 impl CliHost {
     /// A host reading under `root`, answering the catalog's stubbed tools.
     pub fn new(root: &Path, tools: &[(ToolDefinition, Option<Stub>)]) -> anyhow::Result<CliHost> {
-        let root = root.canonicalize().with_context(|| format!("the root folder {} is not readable", root.display()))?;
+        let root =
+            root.canonicalize().with_context(|| format!("the root folder {} is not readable", root.display()))?;
         let stubs = tools.iter().filter_map(|(d, s)| s.clone().map(|s| (d.name.clone(), s))).collect();
         Ok(CliHost { root, stubs })
     }

@@ -37,7 +37,8 @@ pub fn visible_tools(catalog: &Catalog, limits: &Limits) -> Vec<ToolSpec> {
         .map(|s| format!("MCP.{} ({} tools, {})", s.global_name, s.tools.len(), s.api_path()))
         .collect();
     if !servers.is_empty() {
-        index = format!("{}\nMCP servers: {}. API.read the .d.ts before calling.", index.trim_end(), servers.join("; "));
+        index =
+            format!("{}\nMCP servers: {}. API.read the .d.ts before calling.", index.trim_end(), servers.join("; "));
     }
     let mut tools = vec![exec_tool(&index, limits), wait_tool()];
     tools.extend(catalog.direct_only().iter().filter(|d| !is_reserved_tool_name(&d.name)).map(|d| ToolSpec {

@@ -63,7 +63,8 @@ fn tidy(root: &Path) -> anyhow::Result<Vec<String>> {
     for package in metadata["packages"].as_array().into_iter().flatten() {
         let name = package["name"].as_str().unwrap_or_default();
         let Some(&layer) = layers.get(name) else {
-            problems.push(format!("crate {name} has no layer: add it to LAYERS in xtask/src/main.rs and ARCHITECTURE.md"));
+            problems
+                .push(format!("crate {name} has no layer: add it to LAYERS in xtask/src/main.rs and ARCHITECTURE.md"));
             continue;
         };
         for dep in package["dependencies"].as_array().into_iter().flatten() {

@@ -169,6 +169,10 @@ async fn restart_safe_cells_call_only_replay_safe_tools() {
 async fn checkpoints_over_max_snapshot_bytes_fail() {
     let limits = Limits { timeout_ms: 2_000, max_snapshot_bytes: 1_024, ..Limits::default() };
     let (engine, _) = engine_with(limits, false);
-    let r = exec(&engine, "for (let i = 0; i < 40; i++) await echo({ pad: 'x'.repeat(10) }); await yield_control(); return 1").await;
+    let r = exec(
+        &engine,
+        "for (let i = 0; i < 40; i++) await echo({ pad: 'x'.repeat(10) }); await yield_control(); return 1",
+    )
+    .await;
     assert_eq!(failure(&r).0, "snapshot_limit_exceeded");
 }
