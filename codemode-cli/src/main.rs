@@ -172,7 +172,9 @@ fn load_limits(path: &std::path::Path) -> anyhow::Result<Limits> {
 }
 
 fn print(result: CodeModeResult) -> i32 {
-    println!("{}", serde_json::to_string(&result).expect("results always serialize"));
+    use std::io::Write as _;
+    // A closed pipe (`codemode run ... | head`) is the reader's choice, not an error worth a panic.
+    let _ = writeln!(std::io::stdout(), "{}", serde_json::to_string(&result).expect("results always serialize"));
     match result {
         CodeModeResult::Failed(_) => 1,
         _ => 0,

@@ -41,6 +41,8 @@ pub struct Engine {
     hooks: JsObject,
     top: Option<JsPromise>,
     finished: bool,
+    /// Lines of the user's source: frames past it belong to the wrapper.
+    user_lines: u32,
 }
 
 impl Engine {
@@ -65,7 +67,7 @@ impl Engine {
         let prelude = prelude.as_object().expect("the prelude evaluates to a function");
         let hooks = prelude.call(&JsValue::undefined(), &[natives.into()], &mut context)?;
         let hooks = hooks.as_object().expect("the prelude returns its hooks object");
-        Ok(Engine { context, state, clock, hooks, top: None, finished: false })
+        Ok(Engine { context, state, clock, hooks, top: None, finished: false, user_lines: 0 })
     }
 
     /// Installs the run's globals, starts the program, replays the journal and returns the first live report.
@@ -87,6 +89,7 @@ impl Engine {
         if let Err(e) = self.call_hook("install", &[js_string!(globals).into()]) {
             return failure(CellFailure::Internal, format!("code mode could not install the run's globals: {e}"));
         }
+        self.user_lines = start.source.lines().count().max(1) as u32;
         let wrapped = format!("(async () => {{\n{}\n}})()", start.source);
         let evaluated = self.context.eval(Source::from_bytes(&wrapped).with_path(Path::new(USER_FILE)));
         match evaluated {
@@ -165,6 +168,11 @@ impl Engine {
             Some(PromiseState::Rejected(reason)) => Some(self.threw(&reason)),
             Some(PromiseState::Pending) | None => None,
         };
+        // Encoding the value runs guest code (getters, toJSON, proxy traps), which may exhaust the budget.
+        if let Some(step) = self.check() {
+            self.finished = true;
+            return step;
+        }
         let mut state = self.state.borrow_mut();
         state.release_queued();
         let open = state.open_count();
@@ -210,7 +218,7 @@ impl Engine {
             .unwrap_or_default();
         let name = described["name"].as_str().unwrap_or("Error");
         let message = described["message"].as_str().unwrap_or("");
-        let stack = map_stack(described["stack"].as_str().unwrap_or(""));
+        let stack = map_stack(described["stack"].as_str().unwrap_or(""), self.user_lines);
         let mut error = format!("{name}: {message}");
         if let Some(code) = described["code"].as_str() {
             error.push_str(&format!(" (code: {code})"));
@@ -232,7 +240,7 @@ impl Engine {
         }
         // A syntax error or an early error: the source checks should have caught it; report it in user terms.
         let text = error.to_string();
-        failure(CellFailure::Internal, map_stack(&text))
+        failure(CellFailure::Internal, map_stack(&text, self.user_lines))
     }
 
     fn call_hook(&mut self, name: &str, args: &[JsValue]) -> JsResult<JsValue> {
@@ -248,29 +256,33 @@ fn failure(failure: CellFailure, message: String) -> Step {
 
 /// Rewrites `codemode:user.js:L:C` positions of the wrapped source into the user's own lines, and drops frames
 /// of the prelude and of native code: the model should see its own program, not our machinery.
-fn map_stack(stack: &str) -> String {
+fn map_stack(stack: &str, user_lines: u32) -> String {
     let mut out = String::with_capacity(stack.len());
     for line in stack.lines() {
         let frame = line.trim_start().starts_with("at ");
         if frame && !line.contains(USER_FILE) {
             continue;
         }
+        let Some(mapped) = map_line(line, user_lines) else { continue };
         if !out.is_empty() {
             out.push('\n');
         }
-        out.push_str(&map_line(line));
+        out.push_str(&mapped);
     }
     out
 }
 
-fn map_line(line: &str) -> String {
-    let Some(at) = line.find(USER_FILE) else { return line.to_owned() };
+/// The line in user coordinates, or `None` for a frame of the wrapper itself.
+fn map_line(line: &str, user_lines: u32) -> Option<String> {
+    let Some(at) = line.find(USER_FILE) else { return Some(line.to_owned()) };
     let rest = &line[at + USER_FILE.len()..];
     let mut parts = rest.splitn(3, ':');
-    let (_, Some(l), Some(tail)) = (parts.next(), parts.next(), parts.next()) else { return line.to_owned() };
-    let Ok(l) = l.parse::<u32>() else { return line.to_owned() };
-    let mapped = l.saturating_sub(WRAPPER_LINES).max(1);
-    format!("{}{USER_FILE}:{mapped}:{tail}", &line[..at])
+    let (_, Some(l), Some(tail)) = (parts.next(), parts.next(), parts.next()) else { return Some(line.to_owned()) };
+    let Ok(l) = l.parse::<u32>() else { return Some(line.to_owned()) };
+    if l <= WRAPPER_LINES || l > user_lines + WRAPPER_LINES {
+        return None;
+    }
+    Some(format!("{}{USER_FILE}:{}:{tail}", &line[..at], l - WRAPPER_LINES))
 }
 
 /// An output item delivered to the sink, for tests that drive an engine in-process.

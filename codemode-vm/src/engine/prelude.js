@@ -57,18 +57,27 @@
       try {
         toJSON = value.toJSON;
       } catch (e) {
+        if (e === TOO_LONG) throw e;
         return '[Unserializable: ' + describeThrown(e) + ']';
       }
       if (typeof toJSON === 'function') {
         try {
           value = apply(toJSON, value, [key]);
         } catch (e) {
+        if (e === TOO_LONG) throw e;
           return '[Unserializable: ' + describeThrown(e) + ']';
         }
       }
     }
     switch (typeof value) {
       case 'string':
+        if (value.length > longest) longest = value.length;
+        // Boa's JSON.stringify needs about 20 bytes per character; strings this long never reach it: a request
+        // fails (before anything is dispatched), a final value keeps a prefix.
+        if (value.length > STRING_CAP) {
+          if (rejectLong) throw TOO_LONG;
+          return wellFormed(slice(value, 0, STRING_CAP) + '…');
+        }
         return wellFormed(value);
       case 'boolean':
         return value;
@@ -99,6 +108,7 @@
           try {
             item = sanitize(value[i], Str(i), seen, depth + 1);
           } catch (e) {
+        if (e === TOO_LONG) throw e;
             item = '[Unserializable: ' + describeThrown(e) + ']';
           }
           out[i] = item === undefined ? null : item;
@@ -117,6 +127,7 @@
           try {
             item = sanitize(value[k], k, seen, depth + 1);
           } catch (e) {
+        if (e === TOO_LONG) throw e;
             item = '[Unserializable: ' + describeThrown(e) + ']';
           }
           if (item !== undefined) out[wellFormed(k)] = item;
@@ -128,11 +139,24 @@
     return out;
   }
   // The JSON text of a value as the host receives it; `undefined` (and anything JSON drops) becomes null.
-  function encode(value) {
+  // Longest string the last encode met, and the longest a string may be to cross the bridge whole.
+  const STRING_CAP = 1000000;
+  const TOO_LONG = {};
+  let longest = 0;
+  let rejectLong = false;
+  function encode(value, forRequest) {
+    longest = 0;
+    rejectLong = forRequest === true;
     let clean;
     try {
       clean = sanitize(value, '', new SetCtor(), 0);
     } catch (e) {
+      if (e === TOO_LONG) {
+        throw new RangeError(
+          'code mode request arguments contain a string of ' + longest + ' characters; the limit is ' + STRING_CAP +
+            ' characters per string. Pass smaller arguments.',
+        );
+      }
       // Only a value whose very shape cannot be read (a Proxy whose traps throw) gets here.
       clean = '[Unserializable: ' + wellFormed(describeThrown(e)) + ']';
     }
@@ -207,7 +231,7 @@
   async function bridge(method, payload) {
     let promise;
     try {
-      promise = request(method, encode(payload));
+      promise = request(method, encode(payload, true));
     } catch (e) {
       throw toError(e);
     }

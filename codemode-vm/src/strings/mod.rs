@@ -33,7 +33,8 @@ use self::{builder::StrBuf, search::Searcher};
 /// Fails only if a prototype property cannot be redefined, which a fresh context never does.
 pub fn install(context: &mut Context) -> JsResult<()> {
     let string_proto = context.intrinsics().constructors().string().prototype();
-    let methods: [(&str, usize, NativeFunctionPointer); 8] = [
+    let methods: [(&str, usize, NativeFunctionPointer); 9] = [
+        ("repeat", 1, repeat),
         ("split", 2, split),
         ("replace", 2, replace),
         ("replaceAll", 2, replace_all),
@@ -48,6 +49,44 @@ pub fn install(context: &mut Context) -> JsResult<()> {
         define_method(&string_proto, key.clone().into(), key, length, NativeFunction::from_fn_ptr(function), context)?;
     }
     regexp::install(context)
+}
+
+/// `String.prototype.repeat`, building the result in one buffer: Boa's collects `count` slices first (24 bytes per
+/// repetition, so `'x'.repeat(5e6)` needed 120 MB).
+fn repeat(this: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+    let this = this.require_object_coercible()?;
+    let string = this.to_string(context)?;
+    let count = args.first().cloned().unwrap_or_default().to_integer_or_infinity(context)?;
+    let count = match count {
+        boa_engine::value::IntegerOrInfinity::Integer(i) if i >= 0 => i as u64,
+        boa_engine::value::IntegerOrInfinity::PositiveInfinity => {
+            return Err(boa_engine::JsNativeError::range()
+                .with_message("String.prototype.repeat: count must be less than infinity")
+                .into());
+        }
+        _ => {
+            return Err(boa_engine::JsNativeError::range()
+                .with_message("String.prototype.repeat: count must be non-negative")
+                .into());
+        }
+    };
+    if count == 0 || string.is_empty() {
+        return Ok(JsString::default().into());
+    }
+    let total = count.checked_mul(string.len() as u64).filter(|t| *t <= u64::from(u32::MAX));
+    let Some(total) = total else {
+        return Err(boa_engine::JsNativeError::range()
+            .with_message(
+                "repeat count must be a positive finite number that doesn't overflow the maximum string length (2^32 - 1)",
+            )
+            .into());
+    };
+    let unit = string.to_vec();
+    let mut out: Vec<u16> = Vec::with_capacity(total as usize);
+    for _ in 0..count {
+        out.extend_from_slice(&unit);
+    }
+    Ok(JsString::from(out.as_slice()).into())
 }
 
 /// Defines a builtin-shaped method: writable, configurable, not enumerable, not a constructor.
