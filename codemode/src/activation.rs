@@ -25,7 +25,11 @@ pub fn model_tools(
     if !resolution.engaged {
         return Ok(tools
             .iter()
-            .map(|t| ToolSpec { name: t.name.clone(), description: t.description.clone(), parameters: t.parameters.clone() })
+            .map(|t| ToolSpec {
+                name: t.name.clone(),
+                description: t.description.clone(),
+                parameters: t.parameters.clone(),
+            })
             .collect());
     }
     let engine = engine?;

@@ -54,10 +54,10 @@ pub use codemode_surface as surface;
 pub use codemode_telemetry as telemetry;
 pub use codemode_vm as vm;
 
+pub use activation::model_tools;
 pub use codemode_bridge::{CodeModeResult, ErrorCode, FailurePhase, OutputItem, ToolHost};
 pub use codemode_catalog::{ToolDefinition, ToolSource};
 pub use codemode_config::Limits;
-pub use activation::model_tools;
 pub use codemode_surface::ToolSpec;
 
 use codemode_catalog::{Catalog, CatalogOptions};

@@ -197,7 +197,10 @@ async fn activation_decides_the_payload_and_fails_closed() {
     let names = |specs: Vec<codemode::ToolSpec>| specs.into_iter().map(|s| s.name).collect::<Vec<_>>();
     assert_eq!(names(codemode::model_tools(&on, &facts, &tools, Ok(&engine)).unwrap()), vec!["exec", "wait"]);
     let off = json!({ "tools": { "codeMode": false } });
-    assert_eq!(names(codemode::model_tools(&off, &facts, &tools, Ok(&engine)).unwrap()), vec!["echo", "add", "fail", "slow"]);
+    assert_eq!(
+        names(codemode::model_tools(&off, &facts, &tools, Ok(&engine)).unwrap()),
+        vec!["echo", "add", "fail", "slow"]
+    );
     let broken = Err(codemode::Error::NoHost);
     assert!(codemode::model_tools(&on, &facts, &tools, broken).is_err(), "engaged without a runtime fails closed");
 }
