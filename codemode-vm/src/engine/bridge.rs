@@ -313,6 +313,11 @@ fn console(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsV
     Ok(JsValue::undefined())
 }
 
+/// `extras()`: compiles the guest extras (see `extras.js`) and returns their factory.
+fn extras(_: &JsValue, _: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+    context.eval(boa_engine::Source::from_bytes(include_str!("extras.js")))
+}
+
 /// The natives object handed to the prelude (and never reachable from the guest afterwards).
 pub fn natives(context: &mut Context) -> JsObject {
     ObjectInitializer::new(context)
@@ -321,5 +326,6 @@ pub fn natives(context: &mut Context) -> JsObject {
         .function(NativeFunction::from_fn_ptr(cancel), js_string!("cancel"), 1)
         .function(NativeFunction::from_fn_ptr(emit), js_string!("emit"), 2)
         .function(NativeFunction::from_fn_ptr(console), js_string!("console"), 1)
+        .function(NativeFunction::from_fn_ptr(extras), js_string!("extras"), 0)
         .build()
 }
