@@ -114,6 +114,7 @@ pub(crate) fn dispatch(inner: &Arc<Inner>, parts: RunParts<'_>, request: BridgeR
             }
             parts.counters.call_count += 1;
             *parts.dispatch_started = true;
+            *parts.untrusted = true;
             let inner = inner.clone();
             let mut cx = cx;
             cx.server = Some(server.clone());

@@ -204,3 +204,43 @@ async fn activation_decides_the_payload_and_fails_closed() {
     let broken = Err(codemode::Error::NoHost);
     assert!(codemode::model_tools(&on, &facts, &tools, broken).is_err(), "engaged without a runtime fails closed");
 }
+
+#[tokio::test]
+async fn mcp_tools_live_under_their_namespace_and_mark_results_untrusted() {
+    let mut tools = crate::support::tools();
+    tools.push(codemode::ToolDefinition {
+        name: "echo".into(),
+        description: "echo from an MCP server".into(),
+        parameters: json!({ "type": "object" }),
+        output_schema: None,
+        source: codemode::ToolSource::Mcp,
+        server: Some("my-docs".into()),
+        label: None,
+        direct_only: false,
+        replay_safe: false,
+    });
+    let engine = codemode::CodeMode::builder()
+        .limits(codemode::Limits { timeout_ms: 2_000, ..codemode::Limits::default() })
+        .tools(tools)
+        .host(std::sync::Arc::new(crate::support::TestHost::default()))
+        .warm_workers(1)
+        .build()
+        .expect("engine");
+    let r = exec(
+        &engine,
+        "const files = await API.list('mcp'); const dts = await API.read('mcp/myDocs.d.ts'); \
+         const r = await MCP.myDocs.echo({ q: 1 }); \
+         const found = await catalog.search('echo'); \
+         return { files: files.map(f => f.path), declares: dts.includes('echo'), r, mcpInSearch: found.some(h => h.source === 'mcp') }",
+    )
+    .await;
+    let v = value(&r);
+    assert_eq!(v["r"], json!({ "q": 1 }));
+    assert_eq!(v["declares"], true, "{v}");
+    assert_eq!(v["mcpInSearch"], false);
+    assert!(v["files"].as_array().unwrap().iter().any(|f| f == "mcp/myDocs.d.ts"), "{v}");
+    match &r {
+        codemode::CodeModeResult::Completed(c) => assert!(c.warnings[0].contains("untrusted")),
+        other => panic!("{other:?}"),
+    }
+}
