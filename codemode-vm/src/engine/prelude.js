@@ -284,7 +284,8 @@
   function install(globalsJson) {
     const globals = parse(globalsJson);
     for (const name of globals.tools) {
-      const fn = async function (args) {
+      // Not itself async: `bridge` already returns the promise, and another async layer costs two extra jobs.
+      const fn = function (args) {
         return callTool(name, args);
       };
       hidden(fn, 'name', name);
