@@ -284,8 +284,8 @@
   function install(globalsJson) {
     const globals = parse(globalsJson);
     for (const name of globals.tools) {
-      // Not itself async: `bridge` already returns the promise, and another async layer costs two extra jobs.
-      const fn = function (args) {
+      // A real async function, as the guest API promises (its prototype is AsyncFunction.prototype).
+      const fn = async function (args) {
         return callTool(name, args);
       };
       hidden(fn, 'name', name);
