@@ -23,8 +23,8 @@ impl ToolHost for Ping {
     }
 }
 
-fn engine(replay: bool) -> CodeMode {
-    let ping = ToolDefinition {
+fn ping_tool() -> ToolDefinition {
+    ToolDefinition {
         name: "ping".into(),
         description: "Answers {ok: true}".into(),
         parameters: json!({ "type": "object" }),
@@ -34,7 +34,11 @@ fn engine(replay: bool) -> CodeMode {
         label: None,
         direct_only: false,
         replay_safe: true,
-    };
+    }
+}
+
+fn engine(replay: bool) -> CodeMode {
+    let ping = ping_tool();
     CodeMode::builder()
         .limits(Limits { timeout_ms: 30_000, ..Limits::default() })
         .tools(vec![ping])
@@ -160,17 +164,7 @@ fn benches(c: &mut Criterion) {
 }
 
 fn engine_with_state(dir: &std::path::Path) -> CodeMode {
-    let ping = ToolDefinition {
-        name: "ping".into(),
-        description: "Answers {ok: true}".into(),
-        parameters: json!({ "type": "object" }),
-        output_schema: None,
-        source: ToolSource::Openclaw,
-        server: None,
-        label: None,
-        direct_only: false,
-        replay_safe: true,
-    };
+    let ping = ping_tool();
     CodeMode::builder()
         .tools(vec![ping])
         .host(Arc::new(Ping))
