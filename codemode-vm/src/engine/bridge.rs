@@ -13,10 +13,11 @@ use boa_engine::builtins::promise::ResolvingFunctions;
 use boa_engine::native_function::NativeFunction;
 use boa_engine::object::ObjectInitializer;
 use boa_engine::object::builtins::JsPromise;
-use boa_engine::{Context, JsNativeError, JsObject, JsResult, JsValue, js_string};
+use boa_engine::{Context, JsNativeError, JsObject, JsResult, JsString, JsValue, js_string};
 use codemode_bridge::{BridgeMethod, BridgeRequest, OutputItem, RequestDigest, SettlementValue};
 use serde_json::{Value, json};
 
+use super::encode::{self, EncodeError, Intrinsics};
 use crate::protocol::{CellFailure, CellLimits, Start};
 
 /// Where output items go as soon as the guest produces them.
@@ -256,27 +257,43 @@ fn string_arg(args: &[JsValue], index: usize) -> String {
     args.get(index).and_then(JsValue::as_string).map(|s| s.to_std_string_lossy()).unwrap_or_default()
 }
 
-/// `request(method, argsJson)`: numbers the request and returns its promise.
+/// `request(method, payload)`: encodes the payload, numbers the request and returns its promise.
 fn request(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
     let method = string_arg(args, 0);
     let method = method_from(&method)
         .ok_or_else(|| JsNativeError::typ().with_message(format!("unknown bridge method {method}")))?;
-    let text = string_arg(args, 1);
+    let payload = encode_arg(args.get(1), true, context)?;
     let state = shared(context);
-    if text.len() as u64 > state.borrow().limits.max_request_bytes {
+    let limit = state.borrow().limits.max_request_bytes;
+    let size = serde_json::to_string(&payload).map(|t| t.len()).unwrap_or(usize::MAX);
+    if size as u64 > limit {
         return Err(JsNativeError::range()
             .with_message(format!(
-                "code mode request arguments are {} bytes; the limit is {} bytes. Pass smaller arguments.",
-                text.len(),
-                state.borrow().limits.max_request_bytes
+                "code mode request arguments are {size} bytes; the limit is {limit} bytes. Pass smaller arguments."
             ))
             .into());
     }
-    let payload: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
     let id = state.borrow_mut().create(method, payload).map_err(|m| JsNativeError::range().with_message(m))?;
     let (promise, resolvers) = JsPromise::new_pending(context);
     state.borrow_mut().resolvers.insert(id, resolvers);
     Ok(promise.into())
+}
+
+/// Encodes a guest value for the host; what JSON drops becomes `null`.
+fn encode_arg(value: Option<&JsValue>, for_request: bool, context: &mut Context) -> JsResult<Value> {
+    let value = value.cloned().unwrap_or_default();
+    let intrinsics = context.get_data::<Intrinsics>().expect("every engine context carries its intrinsics").clone();
+    match encode::encode(&value, for_request, &intrinsics, context) {
+        Ok(value) => Ok(value.unwrap_or(Value::Null)),
+        Err(EncodeError::Engine(e)) => Err(e),
+        Err(e) => Err(JsNativeError::range().with_message(e.message()).into()),
+    }
+}
+
+/// `encode(value)`: the JSON text the host would receive for `value`.
+fn encode_text(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+    let value = encode_arg(args.first(), false, context)?;
+    Ok(JsValue::from(JsString::from(serde_json::to_string(&value).expect("JSON values always serialize"))))
 }
 
 fn last_request_id(_: &JsValue, _: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
@@ -294,14 +311,19 @@ fn cancel(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsVa
     Ok(JsValue::undefined())
 }
 
-/// `emit(kind, payload)`: `text` with a string, `json` with JSON text.
+/// `emit(kind, value)`: `text` shows a string as it is and encodes anything else; `json` encodes.
 fn emit(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
     let kind = string_arg(args, 0);
-    let payload = string_arg(args, 1);
-    let item = if kind == "json" {
-        OutputItem::Json { value: serde_json::from_str(&payload).unwrap_or(Value::Null) }
-    } else {
-        OutputItem::Text { text: payload }
+    let item = match args.get(1).and_then(JsValue::as_string) {
+        Some(text) if kind == "text" => OutputItem::Text { text: text.to_std_string_lossy() },
+        _ => {
+            let value = encode_arg(args.get(1), false, context)?;
+            if kind == "json" {
+                OutputItem::Json { value }
+            } else {
+                OutputItem::Text { text: serde_json::to_string(&value).expect("JSON values always serialize") }
+            }
+        }
     };
     shared(context).borrow_mut().emit(item);
     Ok(JsValue::undefined())
@@ -325,6 +347,7 @@ pub fn natives(context: &mut Context) -> JsObject {
         .function(NativeFunction::from_fn_ptr(last_request_id), js_string!("lastRequestId"), 0)
         .function(NativeFunction::from_fn_ptr(cancel), js_string!("cancel"), 1)
         .function(NativeFunction::from_fn_ptr(emit), js_string!("emit"), 2)
+        .function(NativeFunction::from_fn_ptr(encode_text), js_string!("encode"), 1)
         .function(NativeFunction::from_fn_ptr(console), js_string!("console"), 1)
         .function(NativeFunction::from_fn_ptr(extras), js_string!("extras"), 0)
         .build()

@@ -6,6 +6,7 @@
 //! journal's rounds delivered into a fresh engine running the same source reproduce the original run exactly.
 
 mod bridge;
+mod encode;
 mod hooks;
 
 use std::cell::RefCell;
@@ -21,6 +22,7 @@ use codemode_bridge::{OutputItem, Round, Settlement, truncation_marker};
 use crate::protocol::{CellFailure, GuestOutcome, Start, WorkerMessage};
 pub use bridge::OutputSink;
 use bridge::{BridgeState, Shared};
+use encode::{EncodeError, Intrinsics};
 use hooks::{GuestHooks, VirtualClock};
 
 /// The file name user code runs under; error positions are reported against it.
@@ -60,6 +62,8 @@ impl Engine {
             .build()?;
         let state: Shared = Rc::new(RefCell::new(BridgeState::new(sink)));
         context.insert_data(state.clone());
+        let intrinsics = Intrinsics::capture(&mut context);
+        context.insert_data(intrinsics);
         hooks::seed_math_random(&mut context)?;
         crate::strings::install(&mut context)?;
         let natives = bridge::natives(&mut context);
@@ -194,17 +198,19 @@ impl Engine {
     }
 
     fn returned(&mut self, value: &JsValue) -> GuestOutcome {
-        match self.call_hook("encode", std::slice::from_ref(value)) {
-            Ok(text) => {
-                let text = text.as_string().map(|s| s.to_std_string_lossy()).unwrap_or_else(|| "null".into());
-                let value = if text.len() > MAX_VALUE_BYTES {
-                    truncation_marker(&text, MAX_VALUE_BYTES)
-                } else {
-                    serde_json::from_str(&text).unwrap_or(serde_json::Value::Null)
-                };
+        let intrinsics = self.context.get_data::<Intrinsics>().expect("the engine captured its intrinsics").clone();
+        match encode::encode(value, false, &intrinsics, &mut self.context) {
+            Ok(value) => {
+                let value = value.unwrap_or(serde_json::Value::Null);
+                let text = serde_json::to_string(&value).expect("JSON values always serialize");
+                let value =
+                    if text.len() > MAX_VALUE_BYTES { truncation_marker(&text, MAX_VALUE_BYTES) } else { value };
                 GuestOutcome::Returned { value }
             }
-            Err(e) => GuestOutcome::Threw { error: format!("the return value could not be encoded: {e}") },
+            Err(EncodeError::Engine(e)) => {
+                GuestOutcome::Threw { error: format!("the return value could not be encoded: {e}") }
+            }
+            Err(e) => GuestOutcome::Threw { error: e.message() },
         }
     }
 

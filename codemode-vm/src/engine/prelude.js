@@ -25,11 +25,7 @@
   const emit = natives.emit;
   const consoleEmit = natives.console;
 
-  const MAX_DEPTH = 100;
-  const SetCtor = Set;
-  const setHas = Set.prototype.has;
   const setAdd = Set.prototype.add;
-  const setDelete = Set.prototype.delete;
   const hidden = (target, key, value) =>
     defineProperty(target, key, { value, writable: false, enumerable: false, configurable: false });
   const slice = (s, a, b) => apply(stringSlice, s, [a, b]);
@@ -39,10 +35,9 @@
   const wellFormed = (s) => apply(toWellFormed, s, []);
   const join = (parts, sep) => apply(arrayJoin, parts, [sep]);
 
-  // JSON.stringify semantics (toJSON, undefined/functions/symbols dropped, non-finite numbers to null), except that
-  // only the offending part of a value is marked: a cycle becomes "[Circular]", a BigInt its decimal string, a value
-  // nested too deep "[MaxDepth]", a throwing getter or toJSON "[Unserializable: ...]". The result is built from
-  // null-prototype objects and arrays so that no inherited toJSON can run when the engine stringifies it.
+  // Values leave the guest through the native encoder (engine/encode.rs): JSON.stringify semantics that mark only
+  // the offending part of a value.
+  const encode = natives.encode;
   function describeThrown(e) {
     try {
       if (e !== null && typeof e === 'object' && typeof e.message === 'string') return wellFormed(e.message);
@@ -50,117 +45,6 @@
     } catch (_) {
       return 'unknown error';
     }
-  }
-  function sanitize(value, key, seen, depth) {
-    if (value !== null && (typeof value === 'object' || typeof value === 'bigint')) {
-      let toJSON;
-      try {
-        toJSON = value.toJSON;
-      } catch (e) {
-        if (e === TOO_LONG) throw e;
-        return '[Unserializable: ' + describeThrown(e) + ']';
-      }
-      if (typeof toJSON === 'function') {
-        try {
-          value = apply(toJSON, value, [key]);
-        } catch (e) {
-        if (e === TOO_LONG) throw e;
-          return '[Unserializable: ' + describeThrown(e) + ']';
-        }
-      }
-    }
-    switch (typeof value) {
-      case 'string':
-        if (value.length > longest) longest = value.length;
-        // Boa's JSON.stringify needs about 20 bytes per character; strings this long never reach it: a request
-        // fails (before anything is dispatched), a final value keeps a prefix.
-        if (value.length > STRING_CAP) {
-          if (rejectLong) throw TOO_LONG;
-          return wellFormed(slice(value, 0, STRING_CAP) + '…');
-        }
-        return wellFormed(value);
-      case 'boolean':
-        return value;
-      case 'number':
-        return value === value && value !== Infinity && value !== -Infinity ? value : null;
-      case 'bigint':
-        return Str(value);
-      case 'undefined':
-      case 'function':
-      case 'symbol':
-        return undefined;
-    }
-    if (value === null) return null;
-    if (value instanceof Number || value instanceof Boolean || value instanceof String) return value.valueOf();
-    if (typeof BigInt === 'function' && value instanceof BigInt) return Str(value.valueOf());
-    if (value instanceof PromiseCtor) return '[Unawaited Promise: await it before returning]';
-    if (depth >= MAX_DEPTH) return '[MaxDepth]';
-    if (apply(setHas, seen, [value])) return '[Circular]';
-    apply(setAdd, seen, [value]);
-    let out;
-    try {
-      if (isArray(value)) {
-        out = [];
-        setPrototypeOf(out, null);
-        const n = value.length;
-        for (let i = 0; i < n; i++) {
-          let item;
-          try {
-            item = sanitize(value[i], Str(i), seen, depth + 1);
-          } catch (e) {
-        if (e === TOO_LONG) throw e;
-            item = '[Unserializable: ' + describeThrown(e) + ']';
-          }
-          out[i] = item === undefined ? null : item;
-        }
-      } else {
-        out = create(null);
-        if (value instanceof ErrorCtor) {
-          out.name = sanitize(value.name, 'name', seen, depth + 1);
-          out.message = sanitize(value.message, 'message', seen, depth + 1);
-          if (value.code !== undefined) out.code = sanitize(value.code, 'code', seen, depth + 1);
-        }
-        const keys = keysOf(value);
-        for (let i = 0; i < keys.length; i++) {
-          const k = keys[i];
-          let item;
-          try {
-            item = sanitize(value[k], k, seen, depth + 1);
-          } catch (e) {
-        if (e === TOO_LONG) throw e;
-            item = '[Unserializable: ' + describeThrown(e) + ']';
-          }
-          if (item !== undefined) out[wellFormed(k)] = item;
-        }
-      }
-    } finally {
-      apply(setDelete, seen, [value]);
-    }
-    return out;
-  }
-  // The JSON text of a value as the host receives it; `undefined` (and anything JSON drops) becomes null.
-  // Longest string the last encode met, and the longest a string may be to cross the bridge whole.
-  const STRING_CAP = 1000000;
-  const TOO_LONG = {};
-  let longest = 0;
-  let rejectLong = false;
-  function encode(value, forRequest) {
-    longest = 0;
-    rejectLong = forRequest === true;
-    let clean;
-    try {
-      clean = sanitize(value, '', new SetCtor(), 0);
-    } catch (e) {
-      if (e === TOO_LONG) {
-        throw new RangeError(
-          'code mode request arguments contain a string of ' + longest + ' characters; the limit is ' + STRING_CAP +
-            ' characters per string. Pass smaller arguments.',
-        );
-      }
-      // Only a value whose very shape cannot be read (a Proxy whose traps throw) gets here.
-      clean = '[Unserializable: ' + wellFormed(describeThrown(e)) + ']';
-    }
-    return clean === undefined ? 'null' : stringify(clean);
   }
 
   // Console: bounded, depth-limited rendering of each argument.
@@ -231,7 +115,7 @@
   async function bridge(method, payload) {
     let promise;
     try {
-      promise = request(method, encode(payload, true));
+      promise = request(method, payload);
     } catch (e) {
       throw toError(e);
     }
@@ -266,7 +150,7 @@
   function setTimeoutImpl(callback, delay, ...args) {
     let ms = Number(delay);
     ms = ms === ms && ms !== Infinity && ms !== -Infinity && ms > 0 ? Math.floor(ms) : 0;
-    const promise = request('sleep', encode({ ms }));
+    const promise = request('sleep', { ms });
     const id = natives.lastRequestId();
     promise.then(
       () => {
@@ -336,10 +220,10 @@
   hidden(G, 'console', consoleObject);
   hidden(G, 'catalog', catalog);
   hidden(G, 'text', (value) => {
-    emit('text', typeof value === 'string' ? value : encode(value));
+    emit('text', value);
   });
   hidden(G, 'json', (value) => {
-    emit('json', encode(value));
+    emit('json', value);
   });
   hidden(G, 'store', (key, value) => bridge('store', { key: Str(key), value }));
   hidden(G, 'load', (key) => bridge('load', { key: Str(key) }));

@@ -1,4 +1,5 @@
-//! Integration tests of the executor: source checks, the engine in-process, and the worker process.
+//! Integration tests of the executor: source checks, the engine and its encoder in-process, and the worker process.
 
+mod encode;
 mod source;
 mod strings;
