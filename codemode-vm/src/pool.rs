@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
-use crate::protocol::{HostMessage, WorkerMessage};
+use crate::protocol::{GuestGlobals, HostMessage, WorkerMessage};
 use crate::worker::{ENV_INSTRUCTIONS, ENV_MEMORY, EXIT_MEMORY};
 
 /// Environment variable naming the worker executable, overriding every other way of finding it.
@@ -101,19 +101,29 @@ pub struct PoolConfig {
     pub memory_limit_bytes: u64,
     /// Engine instructions one cell may execute.
     pub instructions: u64,
+    /// The globals every context is built with, sent to each worker as it starts; `None` leaves them to `Start`.
+    pub globals: Option<Arc<GuestGlobals>>,
 }
 
 /// Pre-started workers, each with a context already built.
 #[derive(Debug)]
 pub struct WorkerPool {
     config: PoolConfig,
+    /// The `Configure` message each worker gets first, serialized once.
+    configure: Option<Arc<Vec<u8>>>,
     idle: Mutex<Vec<WorkerProcess>>,
 }
 
 impl WorkerPool {
     /// A pool that starts workers with `config`; call [`WorkerPool::fill`] to start them ahead of need.
     pub fn new(config: PoolConfig) -> Arc<WorkerPool> {
-        Arc::new(WorkerPool { config, idle: Mutex::new(Vec::new()) })
+        let configure = config.globals.as_ref().map(|globals| {
+            let mut line = serde_json::to_vec(&HostMessage::Configure(Box::new(GuestGlobals::clone(globals))))
+                .expect("host messages always serialize");
+            line.push(b'\n');
+            Arc::new(line)
+        });
+        Arc::new(WorkerPool { config, configure, idle: Mutex::new(Vec::new()) })
     }
 
     /// The pool's settings.
@@ -207,7 +217,20 @@ impl WorkerPool {
         }
         let mut child =
             cmd.spawn().map_err(|source| PoolError::Spawn { path: command.program.display().to_string(), source })?;
-        let stdin = child.stdin.take().expect("stdin is piped");
+        let mut stdin = child.stdin.take().expect("stdin is piped");
+        let (stdin, configuring) = match &self.configure {
+            // Written in the background so the pool never blocks on a pipe; the first `send` waits for it.
+            Some(configure) => {
+                let configure = configure.clone();
+                let task = tokio::spawn(async move {
+                    stdin.write_all(&configure).await?;
+                    stdin.flush().await?;
+                    Ok(stdin)
+                });
+                (None, Some(task))
+            }
+            None => (Some(stdin), None),
+        };
         let stdout = child.stdout.take().expect("stdout is piped");
         let mut stderr = child.stderr.take().expect("stderr is piped");
         let stderr_tail = Arc::new(Mutex::new(String::new()));
@@ -227,7 +250,14 @@ impl WorkerPool {
                 }
             }
         });
-        Ok(WorkerProcess { child, stdin, stdout: BufReader::new(stdout), stderr_tail, line: String::new() })
+        Ok(WorkerProcess {
+            child,
+            stdin,
+            configuring,
+            stdout: BufReader::new(stdout),
+            stderr_tail,
+            line: String::new(),
+        })
     }
 }
 
@@ -261,7 +291,9 @@ impl Death {
 #[derive(Debug)]
 pub struct WorkerProcess {
     child: Child,
-    stdin: ChildStdin,
+    /// `None` while the `Configure` message is being written, or after that write failed.
+    stdin: Option<ChildStdin>,
+    configuring: Option<tokio::task::JoinHandle<std::io::Result<ChildStdin>>>,
     stdout: BufReader<ChildStdout>,
     stderr_tail: Arc<Mutex<String>>,
     line: String,
@@ -286,8 +318,12 @@ impl WorkerProcess {
     pub async fn send(&mut self, message: &HostMessage) -> Result<(), PoolError> {
         let mut text = serde_json::to_vec(message).expect("host messages always serialize");
         text.push(b'\n');
-        self.stdin.write_all(&text).await?;
-        self.stdin.flush().await?;
+        if let Some(task) = self.configuring.take() {
+            self.stdin = Some(task.await.map_err(std::io::Error::other)??);
+        }
+        let stdin = self.stdin.as_mut().ok_or_else(|| PoolError::Pipe(std::io::ErrorKind::BrokenPipe.into()))?;
+        stdin.write_all(&text).await?;
+        stdin.flush().await?;
         Ok(())
     }
 

@@ -58,8 +58,10 @@ impl Default for CellLimits {
 pub struct Start {
     /// The prepared JavaScript body (top-level await and return allowed).
     pub source: String,
-    /// The globals to install.
-    pub globals: GuestGlobals,
+    /// The globals to install, unless the worker was configured with them (then every context it builds already
+    /// has them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub globals: Option<GuestGlobals>,
     /// In-engine limits.
     pub limits: CellLimits,
     /// The run's journal: its rounds are replayed before the cell goes live.
@@ -72,6 +74,9 @@ pub struct Start {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "t", rename_all = "camelCase")]
 pub enum HostMessage {
+    /// The globals every context of this worker is built with; only as the worker's first message, so that the
+    /// contexts it builds ahead of need carry them and a cell pays only for its program.
+    Configure(Box<GuestGlobals>),
     /// Run a cell in the worker's fresh context.
     Start(Box<Start>),
     /// Deliver settlements at the current quiescent point.

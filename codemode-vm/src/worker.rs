@@ -1,12 +1,15 @@
 //! The worker process: reads host messages from stdin, runs one cell at a time on a thread with a large stack, and
 //! writes reports and streamed output to stdout.
 //!
-//! Each cell gets a fresh context, built before the `Start` that uses it arrives, so nothing leaks between cells
-//! and a warm worker pays only for the program. The process is disposable: the host kills it on a deadline, and the
+//! Each cell gets a fresh context, built (with the globals the host configured) before the `Start` that uses it
+//! arrives, so nothing leaks between cells and a warm worker pays only for the program. The next context is built
+//! a moment after a cell ends, once the host has taken its result. The process is disposable: the host kills it on a deadline, and the
 //! counting allocator ends it with a recognisable exit code when the guest passes its memory limit.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::io::{BufRead, BufWriter, Write};
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::os::fd::{AsFd, AsRawFd};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -19,6 +22,8 @@ pub const EXIT_MEMORY: i32 = 86;
 pub const ENV_MEMORY: &str = "CODEMODE_WORKER_MEMORY";
 /// Environment variable that holds a cell's engine instruction budget.
 pub const ENV_INSTRUCTIONS: &str = "CODEMODE_WORKER_INSTRUCTIONS";
+/// How long a worker lets the host take a result before it builds its next context.
+const NEXT_CONTEXT_DELAY_MS: i32 = 2;
 /// Stack of the engine thread: Boa recurses natively in its parser, `JSON.stringify` and friends.
 const ENGINE_STACK: usize = 256 * 1024 * 1024;
 
@@ -87,6 +92,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
 ///
 /// Call it first thing in a binary's `main` when that binary is started as a worker.
 pub fn run_worker() -> ! {
+    tune_malloc();
     let memory = std::env::var(ENV_MEMORY).ok().and_then(|v| v.parse::<usize>().ok());
     let instructions = std::env::var(ENV_INSTRUCTIONS).ok().and_then(|v| v.parse::<u64>().ok()).unwrap_or(u64::MAX);
     let engine_thread = std::thread::Builder::new()
@@ -107,6 +113,21 @@ pub fn run_worker() -> ! {
     std::process::exit(code)
 }
 
+/// One heap that grows in large steps: by default glibc gives the engine thread its own arena, which grows one
+/// page per `mprotect` call (hundreds per context build) and gives memory back between cells.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn tune_malloc() {
+    // SAFETY: mallopt only adjusts allocator parameters; it is called before any other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+        libc::mallopt(libc::M_TOP_PAD, 16 * 1024 * 1024);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 64 * 1024 * 1024);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn tune_malloc() {}
+
 fn write_message(out: &mut impl Write, message: &WorkerMessage) -> std::io::Result<()> {
     serde_json::to_writer(&mut *out, message)?;
     out.write_all(b"\n")?;
@@ -114,11 +135,28 @@ fn write_message(out: &mut impl Write, message: &WorkerMessage) -> std::io::Resu
 }
 
 fn serve(instructions: u64) -> std::io::Result<()> {
-    let stdin = std::io::stdin();
-    let mut input = stdin.lock();
+    let mut input = BufReader::new(File::from(std::io::stdin().as_fd().try_clone_to_owned()?));
     let out = Rc::new(std::cell::RefCell::new(BufWriter::new(std::io::stdout())));
     let mut line = String::new();
+    // The first message may configure the globals every context is built with; anything else is kept for the
+    // first context.
+    let mut next = read_message(&mut input, &mut line)?;
+    let globals = match next.take() {
+        None => return Ok(()),
+        Some(HostMessage::Configure(globals)) => Some(*globals),
+        Some(other) => {
+            next = Some(other);
+            None
+        }
+    };
+    let mut first_context = true;
     loop {
+        if !first_context && next.is_none() {
+            // The host is still taking the result this worker just sent; building the next context right away
+            // would compete with it for a core (measured: +2 ms on a 2-core machine). A message cuts the wait.
+            wait_for_input(&input, NEXT_CONTEXT_DELAY_MS);
+        }
+        first_context = false;
         let sink_out = out.clone();
         let sink = Box::new(move |item| {
             // A broken pipe means the host is gone; the next read sees EOF and ends the worker.
@@ -131,19 +169,21 @@ fn serve(instructions: u64) -> std::io::Result<()> {
                 return Err(std::io::Error::other("engine start failed"));
             }
         };
+        if let Some(globals) = &globals
+            && let Err(e) = engine.install(globals)
+        {
+            eprintln!("codemode worker: the globals could not be installed: {e}");
+            return Err(std::io::Error::other("globals rejected"));
+        }
         write_message(&mut *out.borrow_mut(), &WorkerMessage::Ready)?;
         let mut started = false;
         loop {
-            line.clear();
-            if input.read_line(&mut line)? == 0 {
-                return Ok(());
-            }
-            let message: HostMessage = match serde_json::from_str(&line) {
-                Ok(message) => message,
-                Err(e) => {
-                    eprintln!("codemode worker: bad host message: {e}");
-                    return Err(std::io::Error::other("bad host message"));
-                }
+            let message = match next.take() {
+                Some(message) => message,
+                None => match read_message(&mut input, &mut line)? {
+                    Some(message) => message,
+                    None => return Ok(()),
+                },
             };
             let step = match message {
                 HostMessage::Shutdown => return Ok(()),
@@ -167,5 +207,29 @@ fn serve(instructions: u64) -> std::io::Result<()> {
                 break;
             }
         }
+    }
+}
+
+/// The next host message, or `None` when the host hung up.
+fn read_message(input: &mut impl BufRead, line: &mut String) -> std::io::Result<Option<HostMessage>> {
+    line.clear();
+    if input.read_line(line)? == 0 {
+        return Ok(None);
+    }
+    serde_json::from_str(line).map(Some).map_err(|e| {
+        eprintln!("codemode worker: bad host message: {e}");
+        std::io::Error::other("bad host message")
+    })
+}
+
+/// Waits until the host writes something or `timeout_ms` pass, whichever comes first.
+fn wait_for_input(input: &BufReader<File>, timeout_ms: i32) {
+    if !input.buffer().is_empty() {
+        return;
+    }
+    let mut fd = libc::pollfd { fd: input.get_ref().as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    // SAFETY: `fd` is a valid pollfd for the duration of the call; poll only writes its `revents`.
+    unsafe {
+        libc::poll(&mut fd, 1, timeout_ms);
     }
 }

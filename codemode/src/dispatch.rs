@@ -44,13 +44,13 @@ pub(crate) fn dispatch(inner: &Arc<Inner>, parts: RunParts<'_>, request: BridgeR
             let tool = args.get("tool").and_then(Value::as_str).unwrap_or_default().to_owned();
             let tool_args = args.get("args").cloned().unwrap_or_else(|| json!({}));
             let Some(entry) = inner.catalog.by_callable(&tool) else {
-                return settle_now(parts, id, method, &request, err("invalid_input", unknown_tool(&tool)));
+                return settle_now(parts, &request, err("invalid_input", unknown_tool(&tool)));
             };
             if parts.restart_safe && !entry.definition.replay_safe {
-                return settle_now(parts, id, method, &request, err("invalid_input", not_replay_safe(&tool)));
+                return settle_now(parts, &request, err("invalid_input", not_replay_safe(&tool)));
             }
             if let Err(e) = inner.catalog.validate_input(entry, &tool_args) {
-                return settle_now(parts, id, method, &request, err(&e.code, e.message));
+                return settle_now(parts, &request, err(&e.code, e.message));
             }
             *parts.replay_safe &= entry.definition.replay_safe;
             parts.counters.call_count += 1;
@@ -76,13 +76,7 @@ pub(crate) fn dispatch(inner: &Arc<Inner>, parts: RunParts<'_>, request: BridgeR
             let op = args.get("op").and_then(Value::as_str).map(str::to_owned);
             let call_args = args.get("args").cloned().unwrap_or_else(|| json!({}));
             let Some(ns) = inner.catalog.mcp_servers().iter().find(|s| s.name == server) else {
-                return settle_now(
-                    parts,
-                    id,
-                    method,
-                    &request,
-                    err("invalid_input", format!("unknown MCP server \"{server}\"")),
-                );
+                return settle_now(parts, &request, err("invalid_input", format!("unknown MCP server \"{server}\"")));
             };
             if let Some(tool) = &tool {
                 let known = ns.tools.iter().find(|t| &t.name == tool);
@@ -90,21 +84,17 @@ pub(crate) fn dispatch(inner: &Arc<Inner>, parts: RunParts<'_>, request: BridgeR
                 let Some(entry) = entry else {
                     return settle_now(
                         parts,
-                        id,
-                        method,
                         &request,
                         err("invalid_input", format!("unknown MCP tool {server}.{tool}")),
                     );
                 };
                 if parts.restart_safe && !entry.definition.replay_safe {
-                    return settle_now(parts, id, method, &request, err("invalid_input", not_replay_safe(tool)));
+                    return settle_now(parts, &request, err("invalid_input", not_replay_safe(tool)));
                 }
                 *parts.replay_safe &= entry.definition.replay_safe;
             } else if parts.restart_safe {
                 return settle_now(
                     parts,
-                    id,
-                    method,
                     &request,
                     err(
                         "invalid_input",
@@ -156,7 +146,7 @@ pub(crate) fn dispatch(inner: &Arc<Inner>, parts: RunParts<'_>, request: BridgeR
                     Err(e) => err("invalid_input", e.to_string()),
                 }
             };
-            return settle_now(parts, id, method, &request, value);
+            return settle_now(parts, &request, value);
         }
         BridgeMethod::Describe => {
             parts.counters.describe_count += 1;
@@ -165,7 +155,7 @@ pub(crate) fn dispatch(inner: &Arc<Inner>, parts: RunParts<'_>, request: BridgeR
                 Some(value) => ok(value),
                 None => err("invalid_input", unknown_tool(tool)),
             };
-            return settle_now(parts, id, method, &request, value);
+            return settle_now(parts, &request, value);
         }
         BridgeMethod::Api => {
             let path = args.get("path").and_then(Value::as_str).unwrap_or_default();
@@ -193,7 +183,7 @@ pub(crate) fn dispatch(inner: &Arc<Inner>, parts: RunParts<'_>, request: BridgeR
                     Err(e) => err("invalid_input", e.to_string()),
                 },
             };
-            return settle_now(parts, id, method, &request, value);
+            return settle_now(parts, &request, value);
         }
         BridgeMethod::Sleep => {
             let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
@@ -205,8 +195,6 @@ pub(crate) fn dispatch(inner: &Arc<Inner>, parts: RunParts<'_>, request: BridgeR
         BridgeMethod::Store | BridgeMethod::Load if parts.restart_safe => {
             return settle_now(
                 parts,
-                id,
-                method,
                 &request,
                 err("invalid_input", "store and load are unavailable in restartSafe cells"),
             );
@@ -219,7 +207,7 @@ pub(crate) fn dispatch(inner: &Arc<Inner>, parts: RunParts<'_>, request: BridgeR
                 Ok(()) => ok(Value::Null),
                 Err(e) => err("invalid_input", e.to_string()),
             };
-            return settle_now(parts, id, method, &request, settled);
+            return settle_now(parts, &request, settled);
         }
         BridgeMethod::Load => {
             let key = args.get("key").and_then(Value::as_str).unwrap_or_default();
@@ -227,7 +215,7 @@ pub(crate) fn dispatch(inner: &Arc<Inner>, parts: RunParts<'_>, request: BridgeR
                 Ok(value) => ok(value.unwrap_or(Value::Null)),
                 Err(e) => err("invalid_input", e.to_string()),
             };
-            return settle_now(parts, id, method, &request, settled);
+            return settle_now(parts, &request, settled);
         }
         BridgeMethod::ResultLoad => {
             let rid = args.get("id").and_then(Value::as_str).unwrap_or_default();
@@ -240,25 +228,29 @@ pub(crate) fn dispatch(inner: &Arc<Inner>, parts: RunParts<'_>, request: BridgeR
                     ),
                 ),
             };
-            return settle_now(parts, id, method, &request, settled);
+            return settle_now(parts, &request, settled);
         }
         BridgeMethod::Yield => unreachable!("handled above"),
     };
-    let handle = parts.in_flight.spawn(async move { Settlement { id, value: future.await } });
+    // A host that answers at once (a cache, a stub, an in-process tool) is settled here, without a task and the
+    // thread hops it costs; anything else goes on running in a task.
+    let mut future = Box::pin(async move { Settlement { id, value: future.await } });
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let handle = match future.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(settlement) => {
+            parts.ready.push(settlement);
+            None
+        }
+        std::task::Poll::Pending => Some(parts.in_flight.spawn(future)),
+    };
     parts.pending.insert(id, (method, request.digest().0, handle));
     Ok(())
 }
 
-/// Settles a request whose answer is known at once; it is still delivered at the next quiescent point.
-fn settle_now(
-    parts: RunParts<'_>,
-    id: u32,
-    method: BridgeMethod,
-    request: &BridgeRequest,
-    value: SettlementValue,
-) -> Result<(), Refusal> {
-    let handle = parts.in_flight.spawn(async move { Settlement { id, value } });
-    parts.pending.insert(id, (method, request.digest().0, handle));
+/// Settles a request whose answer is known at once; it is delivered at the next quiescent point.
+fn settle_now(parts: RunParts<'_>, request: &BridgeRequest, value: SettlementValue) -> Result<(), Refusal> {
+    parts.pending.insert(request.id, (request.method, request.digest().0, None));
+    parts.ready.push(Settlement { id: request.id, value });
     Ok(())
 }
 

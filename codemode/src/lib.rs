@@ -181,11 +181,13 @@ impl CodeModeBuilder {
             None => WorkerCommand::locate()?,
         };
         let instructions = self.limits.timeout_ms.saturating_mul(150_000);
+        let globals = Arc::new(guest_globals(&catalog));
         let pool = WorkerPool::new(PoolConfig {
             command,
             warm: self.warm_workers.unwrap_or(2),
             memory_limit_bytes: self.limits.memory_limit_bytes,
             instructions,
+            globals: Some(globals),
         });
         pool.fill()?;
         let (runs, sessions) = match &self.state_dir {
@@ -200,7 +202,6 @@ impl CodeModeBuilder {
                 (runs, SessionStore::new(backend))
             }
         };
-        let globals = guest_globals(&catalog);
         let tools_digest = tools_digest(&catalog);
         Ok(CodeMode {
             inner: Arc::new(Inner {
@@ -210,7 +211,6 @@ impl CodeModeBuilder {
                 pool,
                 runs,
                 sessions,
-                globals,
                 tools_digest,
                 replay_on_resume: self.replay_on_resume,
                 results: results::ResultStore::default(),
@@ -226,7 +226,6 @@ pub(crate) struct Inner {
     pub(crate) pool: Arc<WorkerPool>,
     pub(crate) runs: RunStore<LiveRun>,
     pub(crate) sessions: SessionStore,
-    pub(crate) globals: GuestGlobals,
     pub(crate) tools_digest: String,
     pub(crate) replay_on_resume: bool,
     pub(crate) results: results::ResultStore,

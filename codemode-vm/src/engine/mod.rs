@@ -19,7 +19,7 @@ use boa_engine::object::builtins::JsPromise;
 use boa_engine::{Context, JsError, JsObject, JsResult, JsValue, Source, js_string};
 use codemode_bridge::{OutputItem, Round, Settlement, truncation_marker};
 
-use crate::protocol::{CellFailure, GuestOutcome, Start, WorkerMessage};
+use crate::protocol::{CellFailure, GuestGlobals, GuestOutcome, Start, WorkerMessage};
 pub use bridge::OutputSink;
 use bridge::{BridgeState, Shared};
 use encode::{EncodeError, Intrinsics};
@@ -45,6 +45,8 @@ pub struct Engine {
     finished: bool,
     /// Lines of the user's source: frames past it belong to the wrapper.
     user_lines: u32,
+    /// Whether the run's globals are installed.
+    installed: bool,
 }
 
 impl Engine {
@@ -71,7 +73,7 @@ impl Engine {
         let prelude = prelude.as_object().expect("the prelude evaluates to a function");
         let hooks = prelude.call(&JsValue::undefined(), &[natives.into()], &mut context)?;
         let hooks = hooks.as_object().expect("the prelude returns its hooks object");
-        Ok(Engine { context, state, clock, hooks, top: None, finished: false, user_lines: 0 })
+        Ok(Engine { context, state, clock, hooks, top: None, finished: false, user_lines: 0, installed: false })
     }
 
     /// Installs the run's globals, starts the program, replays the journal and returns the first live report.
@@ -82,15 +84,13 @@ impl Engine {
         }
         self.clock.set(start.journal.start_clock_ms);
         hooks::reseed(&mut self.context, start.journal.seed);
-        let globals = serde_json::to_string(&serde_json::json!({
-            "tools": start.globals.tools,
-            "mcp": start.globals.mcp.iter().map(|ns| serde_json::json!({
-                "global": ns.global, "server": ns.server, "tools": ns.tools,
-            })).collect::<Vec<_>>(),
-            "apiFiles": start.globals.api_files,
-        }))
-        .expect("globals always serialize");
-        if let Err(e) = self.call_hook("install", &[js_string!(globals).into()]) {
+        let installed = match &start.globals {
+            Some(_) if self.installed => Err("the worker's contexts already carry their globals".to_owned()),
+            Some(globals) => self.install(globals),
+            None if self.installed => Ok(()),
+            None => self.install(&GuestGlobals::default()),
+        };
+        if let Err(e) = installed {
             return failure(CellFailure::Internal, format!("code mode could not install the run's globals: {e}"));
         }
         self.user_lines = start.source.lines().count().max(1) as u32;
@@ -119,6 +119,28 @@ impl Engine {
         }
         self.state.borrow_mut().finish_replay();
         self.report()
+    }
+
+    /// Installs the guest globals (tools, `MCP`, `API`); once per context, before its program starts.
+    ///
+    /// # Errors
+    ///
+    /// When they are installed already, or the prelude rejects them.
+    pub fn install(&mut self, globals: &GuestGlobals) -> Result<(), String> {
+        if self.installed {
+            return Err("the globals are installed already".into());
+        }
+        let globals = serde_json::to_string(&serde_json::json!({
+            "tools": globals.tools,
+            "mcp": globals.mcp.iter().map(|ns| serde_json::json!({
+                "global": ns.global, "server": ns.server, "tools": ns.tools,
+            })).collect::<Vec<_>>(),
+            "apiFiles": globals.api_files,
+        }))
+        .expect("globals always serialize");
+        self.call_hook("install", &[js_string!(globals).into()]).map_err(|e| e.to_string())?;
+        self.installed = true;
+        Ok(())
     }
 
     /// Delivers one round of settlements and runs the program to its next quiescent point.

@@ -65,6 +65,27 @@ async fn pending_tools_park_at_the_deadline_and_complete_on_wait() {
 }
 
 #[tokio::test]
+async fn a_busy_loop_of_immediate_calls_parks_and_resumes_with_nothing_lost() {
+    // `add` answers at once, so the run is never idle: it must still park at the deadline, and the settlements it
+    // holds undelivered at that moment must reach the program on the next wait.
+    const PROGRAM: &str = "const start = Date.now(); let sum = 0; \
+         while (Date.now() - start < 700) sum = await add({ a: sum, b: 1 }); return sum";
+    for replay in [false, true] {
+        let (engine, host) = engine_with(Limits { timeout_ms: 500, ..Limits::default() }, replay);
+        let mut result = exec(&engine, PROGRAM).await;
+        let mut waits = 0;
+        while let CodeModeResult::Waiting(w) = &result {
+            waits += 1;
+            assert!(waits < 10, "the run keeps parking");
+            result = wait(&engine, &w.run_id.clone()).await;
+        }
+        assert!(waits >= 1, "the run parked at least once (replay={replay})");
+        let calls = host.calls.load(std::sync::atomic::Ordering::SeqCst) as i64;
+        assert_eq!(value(&result), json!(calls), "every call's result reached the program (replay={replay})");
+    }
+}
+
+#[tokio::test]
 async fn timers_survive_suspension_and_clear_timeout_cancels() {
     let (engine, _) = engine_with(Limits { timeout_ms: 1_000, ..Limits::default() }, true);
     let code = "const t = setTimeout(() => text('never'), 5000); await yield_control('pause'); clearTimeout(t); \
