@@ -196,6 +196,18 @@ impl WorkerPool {
         });
     }
 
+    /// [`WorkerPool::replenish`] after `delay`, when workers are still missing then: a run that parks only briefly
+    /// brings its worker back before a replacement is started (and stopped again as surplus).
+    pub fn replenish_after(self: &Arc<Self>, delay: std::time::Duration) {
+        let pool = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            if let Err(e) = pool.fill() {
+                tracing::warn!("code mode worker pool could not refill: {e}");
+            }
+        });
+    }
+
     fn spawn(&self) -> Result<WorkerProcess, PoolError> {
         let command = &self.config.command;
         let mut cmd = Command::new(&command.program);

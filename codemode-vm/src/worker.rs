@@ -24,6 +24,8 @@ pub const ENV_MEMORY: &str = "CODEMODE_WORKER_MEMORY";
 pub const ENV_INSTRUCTIONS: &str = "CODEMODE_WORKER_INSTRUCTIONS";
 /// How long a worker lets the host take a result before it builds its next context.
 const NEXT_CONTEXT_DELAY_MS: i32 = 2;
+/// How long a context must wait for its cell for the worker to count as serving turns rather than a busy host.
+const IDLE_THRESHOLD: std::time::Duration = std::time::Duration::from_millis(20);
 /// Stack of the engine thread: Boa recurses natively in its parser, `JSON.stringify` and friends.
 const ENGINE_STACK: usize = 256 * 1024 * 1024;
 
@@ -149,14 +151,15 @@ fn serve(instructions: u64) -> std::io::Result<()> {
             None
         }
     };
-    let mut first_context = true;
+    // Whether the last context waited long for its cell: the worker serves an agent's turns, not a busy host.
+    let mut sat_idle = false;
     loop {
-        if !first_context && next.is_none() {
+        if sat_idle && next.is_none() {
             // The host is still taking the result this worker just sent; building the next context right away
-            // would compete with it for a core (measured: +2 ms on a 2-core machine). A message cuts the wait.
+            // would compete with it for a core (measured: +2 ms per cell on a 2-core machine). A worker kept busy
+            // builds at once instead: there the wait would only cost throughput. A message cuts the wait.
             wait_for_input(&input, NEXT_CONTEXT_DELAY_MS);
         }
-        first_context = false;
         let sink_out = out.clone();
         let sink = Box::new(move |item| {
             // A broken pipe means the host is gone; the next read sees EOF and ends the worker.
@@ -176,6 +179,7 @@ fn serve(instructions: u64) -> std::io::Result<()> {
             return Err(std::io::Error::other("globals rejected"));
         }
         write_message(&mut *out.borrow_mut(), &WorkerMessage::Ready)?;
+        let ready_at = std::time::Instant::now();
         let mut started = false;
         loop {
             let message = match next.take() {
@@ -189,6 +193,7 @@ fn serve(instructions: u64) -> std::io::Result<()> {
                 HostMessage::Shutdown => return Ok(()),
                 HostMessage::Start(start) if !started => {
                     started = true;
+                    sat_idle = ready_at.elapsed() >= IDLE_THRESHOLD;
                     engine.start(*start)
                 }
                 HostMessage::Settle(round) if started => engine.settle(&round),

@@ -14,6 +14,8 @@ use codemode::{CodeMode, CodeModeResult, Limits, RunScope, ToolDefinition, ToolS
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
 
+type BoxFuture = std::pin::Pin<Box<dyn std::future::Future<Output = CodeModeResult> + Send>>;
+
 struct Ping;
 
 #[async_trait]
@@ -68,32 +70,39 @@ fn benches(c: &mut Criterion) {
     std::thread::sleep(Duration::from_millis(300));
 
     // Latency with a warm pool: between iterations (untimed, 60 ms) the workers finish building their next
-    // context, as they do between an agent's turns. Back to back is measured separately.
-    let warm = |iters: u64, run: &dyn Fn() -> CodeModeResult| {
+    // context, as they do between an agent's turns. Each call runs in a task on the runtime, as it does in a
+    // gateway's request handler (a `block_on` from outside the runtime adds a thread hop per message). Back to back
+    // is measured separately.
+    let warm = |iters: u64, run: &dyn Fn(CodeMode) -> BoxFuture| {
         let mut total = Duration::ZERO;
         for _ in 0..iters {
             rt.block_on(async { tokio::time::sleep(Duration::from_millis(60)).await });
+            let task = run(live.clone());
             let started = Instant::now();
-            black_box(run());
+            black_box(rt.block_on(async { tokio::spawn(task).await.expect("the cell's task") }));
             total += started.elapsed();
         }
         total
     };
     c.bench_function("exec/trivial_cell", |b| {
-        b.iter_custom(|iters| warm(iters, &|| rt.block_on(live.exec(input("return 1+1"), RunScope::default()))))
+        b.iter_custom(|iters| {
+            warm(iters, &|engine| Box::pin(async move { engine.exec(input("return 1+1"), RunScope::default()).await }))
+        })
     });
     const TEN_CALLS: &str = "let n = 0; for (let i = 0; i < 10; i++) { if ((await ping({})).ok) n++ } return n";
     c.bench_function("exec/10_sequential_calls", |b| {
-        b.iter_custom(|iters| warm(iters, &|| rt.block_on(live.exec(input(TEN_CALLS), RunScope::default()))))
+        b.iter_custom(|iters| {
+            warm(iters, &|engine| Box::pin(async move { engine.exec(input(TEN_CALLS), RunScope::default()).await }))
+        })
     });
     c.bench_function("wait/suspend_resume_live", |b| {
         b.iter_custom(|iters| {
-            warm(iters, &|| {
-                rt.block_on(async {
-                    let first = live
+            warm(iters, &|engine| {
+                Box::pin(async move {
+                    let first = engine
                         .exec(input("const r = await yield_control('x'); return r.status"), RunScope::default())
                         .await;
-                    live.wait(json!({ "runId": run_id(&first) }), RunScope::default()).await
+                    engine.wait(json!({ "runId": run_id(&first) }), RunScope::default()).await
                 })
             })
         })

@@ -51,6 +51,9 @@ pub struct LiveRun {
     outcome: Option<GuestOutcome>,
 }
 
+/// How long a parked run may keep its worker before the pool starts a replacement.
+const REPLENISH_AFTER_PARK: Duration = Duration::from_millis(50);
+
 /// A dispatched request until its settlement is delivered: method, argument digest, and its task while it runs.
 pub(crate) type Pending = (BridgeMethod, u64, Option<tokio::task::AbortHandle>);
 
@@ -254,8 +257,8 @@ async fn park(inner: Arc<Inner>, mut run: LiveRun, slot: Slot<LiveRun>, reason: 
         run.worker = None;
         run.quiescent = false;
     }
-    // The parked run keeps (or dropped) its worker: the pool starts a replacement.
-    inner.pool.replenish();
+    // The parked run keeps (or dropped) its worker: the pool starts a replacement unless the run is back soon.
+    inner.pool.replenish_after(REPLENISH_AFTER_PARK);
     let limits = inner.limits.clone();
     match inner.runs.park(slot, checkpoint, Some(run), &limits) {
         Ok(_) => CodeModeResult::Waiting(Waiting {
