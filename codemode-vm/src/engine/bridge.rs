@@ -15,7 +15,7 @@ use boa_engine::object::ObjectInitializer;
 use boa_engine::object::builtins::JsPromise;
 use boa_engine::{Context, JsNativeError, JsObject, JsResult, JsString, JsValue, js_string};
 use codemode_bridge::{BridgeMethod, BridgeRequest, OutputItem, RequestDigest, SettlementValue};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::encode::{self, EncodeError, Intrinsics};
 use crate::protocol::{CellFailure, CellLimits, Start};
@@ -28,6 +28,14 @@ pub type Shared = Rc<RefCell<BridgeState>>;
 /// UTF-16 code units of console output a cell may produce.
 const CONSOLE_TOTAL: usize = 16_384;
 const CONSOLE_TRUNCATED: &str = "[console output truncated]";
+
+/// Why a request failed, as the guest's `Error` carries it.
+pub struct RequestError {
+    /// The `code` property, e.g. `tool_error`.
+    pub code: String,
+    /// The message.
+    pub message: String,
+}
 
 /// Host-side state of one cell's bridge, inside the worker.
 pub struct BridgeState {
@@ -120,7 +128,7 @@ impl BridgeState {
         &mut self,
         id: u32,
         value: &SettlementValue,
-    ) -> Result<Option<(ResolvingFunctions, Result<Value, Value>)>, String> {
+    ) -> Result<Option<(ResolvingFunctions, Result<Value, RequestError>)>, String> {
         let Some(resolvers) = self.resolvers.remove(&id) else {
             if self.replaying && !self.canceled_before(id) {
                 return Err(format!(
@@ -134,21 +142,23 @@ impl BridgeState {
             SettlementValue::Ok { value } => {
                 let bytes = serde_json::to_string(value).map(|s| s.len() as u64).unwrap_or(0);
                 if self.inbox_used + bytes > self.limits.inbox_bytes {
-                    Err(json!({
-                        "code": "invalid_input",
-                        "message": format!(
+                    Err(RequestError {
+                        code: "invalid_input".into(),
+                        message: format!(
                             "Code Mode program-data budget exceeded: this reply is {bytes} bytes and the program has \
                              {} of {} bytes left. Ask tools for smaller results (filters, limits, pagination).",
                             self.limits.inbox_bytes.saturating_sub(self.inbox_used),
                             self.limits.inbox_bytes
                         ),
-                    }))
+                    })
                 } else {
                     self.inbox_used += bytes;
                     Ok(value.clone())
                 }
             }
-            SettlementValue::Err { code, message } => Err(json!({ "code": code, "message": message })),
+            SettlementValue::Err { code, message } => {
+                Err(RequestError { code: code.clone(), message: message.clone() })
+            }
         };
         Ok(Some((resolvers, payload)))
     }

@@ -16,7 +16,7 @@ use std::rc::Rc;
 use boa_engine::builtins::promise::PromiseState;
 use boa_engine::context::ContextBuilder;
 use boa_engine::object::builtins::JsPromise;
-use boa_engine::{Context, JsError, JsObject, JsResult, JsValue, Source, js_string};
+use boa_engine::{Context, JsError, JsNativeError, JsObject, JsResult, JsString, JsValue, Source, js_string};
 use codemode_bridge::{OutputItem, Round, Settlement, truncation_marker};
 
 use crate::protocol::{CellFailure, GuestGlobals, GuestOutcome, Start, WorkerMessage};
@@ -163,14 +163,29 @@ impl Engine {
             let resolvers = self.state.borrow_mut().take_resolvers(*id, value);
             let Some((resolvers, payload)) = resolvers? else { continue };
             let (function, arg) = match payload {
-                Ok(v) => (&resolvers.resolve, v),
-                Err(v) => (&resolvers.reject, v),
+                Ok(value) => {
+                    let value =
+                        JsValue::from_json(&value, &mut self.context).map_err(|e| format!("bad settlement: {e}"))?;
+                    (&resolvers.resolve, value)
+                }
+                Err(error) => (&resolvers.reject, self.bridge_error(&error)),
             };
-            let arg = JsValue::from_json(&arg, &mut self.context).map_err(|e| format!("bad settlement: {e}"))?;
             function.call(&JsValue::undefined(), &[arg], &mut self.context).map_err(|e| e.to_string())?;
         }
         self.state.borrow_mut().release_queued();
         Ok(())
+    }
+
+    /// The `Error` a failed request rejects with: the message, its `code`, and `effectStatus: "unknown"` (the host
+    /// may have acted before it failed).
+    fn bridge_error(&mut self, error: &bridge::RequestError) -> JsValue {
+        let object = JsNativeError::error().with_message(error.message.clone()).into_opaque(&mut self.context);
+        for (key, value) in [("code", error.code.as_str()), ("effectStatus", "unknown")] {
+            object
+                .create_data_property_or_throw(JsString::from(key), JsString::from(value), &mut self.context)
+                .expect("a fresh error object takes new properties");
+        }
+        object.into()
     }
 
     /// A failure the bridge state holds (admission, divergence) or an exhausted budget.

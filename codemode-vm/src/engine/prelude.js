@@ -105,31 +105,29 @@
   hidden(consoleObject, 'error', logWith('[error] '));
   freeze(consoleObject);
 
-  // Bridge requests. A rejected settlement arrives as {code, message} and becomes an Error raised at the await.
+  // Bridge requests. A request the engine refuses at once (arguments too large, queue full) throws here; a failed
+  // one rejects with an Error the engine builds, carrying `code` and `effectStatus`.
   function toError(reason) {
     const err = new ErrorCtor(reason && typeof reason.message === 'string' ? reason.message : Str(reason));
     if (reason && typeof reason.code === 'string') err.code = reason.code;
     err.effectStatus = 'unknown';
     return err;
   }
+  function send(method, payload) {
+    try {
+      return request(method, payload);
+    } catch (e) {
+      throw toError(e);
+    }
+  }
   async function bridge(method, payload) {
-    let promise;
-    try {
-      promise = request(method, payload);
-    } catch (e) {
-      throw toError(e);
-    }
-    try {
-      return await promise;
-    } catch (e) {
-      throw toError(e);
-    }
+    return await send(method, payload);
   }
   const callTool = (tool, args) => bridge('callValue', { tool, args: args === undefined ? {} : args });
 
   function makeHandle(meta) {
     const handle = async function (args) {
-      return callTool(meta.callableName, args);
+      return await callTool(meta.callableName, args);
     };
     for (const k of keysOf(meta)) hidden(handle, k, meta[k]);
     hidden(handle, 'describe', () => bridge('describe', { tool: meta.callableName }));
@@ -168,9 +166,10 @@
   function install(globalsJson) {
     const globals = parse(globalsJson);
     for (const name of globals.tools) {
-      // A real async function, as the guest API promises (its prototype is AsyncFunction.prototype).
+      // A real async function, as the guest API promises (its prototype is AsyncFunction.prototype), awaiting
+      // the request itself: one promise per call besides the engine's own.
       const fn = async function (args) {
-        return callTool(name, args);
+        return await send('callValue', { tool: name, args: args === undefined ? {} : args });
       };
       hidden(fn, 'name', name);
       hidden(G, name, fn);
@@ -179,9 +178,7 @@
     for (const ns of globals.mcp) {
       const server = create(null);
       for (const [js, tool] of ns.tools) {
-        hidden(server, js, async (args) =>
-          bridge('namespace', { server: ns.server, tool, args: args === undefined ? {} : args }),
-        );
+        hidden(server, js, async (args) => await send('namespace', { server: ns.server, tool, args: args === undefined ? {} : args }));
       }
       const op = (name) => async (args) => bridge('namespace', { server: ns.server, op: name, args: args === undefined ? {} : args });
       const resources = create(null);
