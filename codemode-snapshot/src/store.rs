@@ -48,6 +48,8 @@ struct State<L> {
 struct Parked<L> {
     checkpoint: Checkpoint,
     live: Option<L>,
+    /// When it parked (epoch ms), for [`RunStore::sweep`].
+    parked_at_ms: u64,
 }
 
 impl<L> Inner<L> {
@@ -283,7 +285,7 @@ impl<L: Send + 'static> RunStore<L> {
             return Err(StoreError::Unavailable);
         }
         slot.spend(&mut state);
-        let replaced = state.parked.insert(run_id, Parked { checkpoint, live });
+        let replaced = state.parked.insert(run_id, Parked { checkpoint, live, parked_at_ms: now });
         let expired = state.take_expired(now);
         drop(state);
         drop(replaced);
@@ -437,6 +439,12 @@ impl<L: Send + 'static> RunStore<L> {
         self.inner.lock().occupied()
     }
 
+    /// Runs parked in memory, and how many of them have a live attachment that `holds` says yes to.
+    pub fn parked_counts(&self, holds: impl Fn(&L) -> bool) -> (usize, usize) {
+        let state = self.inner.lock();
+        (state.parked.len(), state.parked.values().filter(|p| p.live.as_ref().is_some_and(&holds)).count())
+    }
+
     /// Whether `run_id` is parked in memory.
     pub fn contains(&self, run_id: &str) -> bool {
         self.inner.lock().parked.contains_key(run_id)
@@ -451,6 +459,28 @@ impl<L: Send + 'static> RunStore<L> {
     }
 
     /// Deletes expired runs from the backend and drops their attachments, outside the lock.
+    /// Housekeeping, for a timer: drops the runs whose TTL has passed (their live attachments and durable copies),
+    /// and lets `trim` take what it wants to let go of (a worker process) from the live attachment of every run
+    /// parked longer than `live_for`; what `trim` returns is dropped after the lock is released. Returns how many
+    /// runs expired.
+    pub fn sweep<D>(&self, live_for: std::time::Duration, mut trim: impl FnMut(&mut L) -> Option<D>) -> usize {
+        let now = self.inner.clock.now_ms();
+        let live_for = u64::try_from(live_for.as_millis()).unwrap_or(u64::MAX);
+        let mut state = self.inner.lock();
+        let expired = state.take_expired(now);
+        let trimmed: Vec<D> = state
+            .parked
+            .values_mut()
+            .filter(|p| now.saturating_sub(p.parked_at_ms) >= live_for)
+            .filter_map(|p| p.live.as_mut().and_then(&mut trim))
+            .collect();
+        drop(state);
+        drop(trimmed);
+        let count = expired.len();
+        self.discard(expired);
+        count
+    }
+
     fn discard(&self, expired: Vec<Expired<L>>) {
         for run in expired {
             // A failed delete is harmless: the file is expired and is refused (and deleted) when next loaded.

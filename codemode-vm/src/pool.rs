@@ -131,6 +131,11 @@ impl WorkerPool {
         &self.config
     }
 
+    /// Workers idle in the pool (their context built or being built).
+    pub fn idle_count(&self) -> usize {
+        self.idle.lock().expect("pool lock").len()
+    }
+
     /// Starts workers until `warm` are idle.
     ///
     /// # Errors

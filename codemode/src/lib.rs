@@ -45,6 +45,7 @@ mod run;
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 pub use codemode_bridge as bridge;
 pub use codemode_catalog as catalog;
@@ -102,6 +103,17 @@ pub struct RunScope {
     pub agent_run_id: Option<String>,
 }
 
+/// A snapshot of what a [`CodeMode`] holds, for operators and tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EngineStats {
+    /// Runs parked in this process.
+    pub parked_runs: usize,
+    /// Parked runs that still keep their worker process (they resume without replay).
+    pub parked_with_worker: usize,
+    /// Worker processes idle in the pool.
+    pub idle_workers: usize,
+}
+
 /// Builds a [`CodeMode`].
 #[derive(Default)]
 pub struct CodeModeBuilder {
@@ -113,6 +125,7 @@ pub struct CodeModeBuilder {
     worker: Option<WorkerCommand>,
     warm_workers: Option<usize>,
     replay_on_resume: bool,
+    live_window: Option<Duration>,
 }
 
 impl CodeModeBuilder {
@@ -165,6 +178,13 @@ impl CodeModeBuilder {
         self
     }
 
+    /// How long a parked run keeps its live worker (default 30 s); after that its worker is stopped and the next
+    /// `wait` resumes it by replay. Runs past `snapshotTtlSeconds` are dropped on the same timer.
+    pub fn live_window(mut self, window: Duration) -> Self {
+        self.live_window = Some(window);
+        self
+    }
+
     /// Builds the engine and starts its worker pool.
     ///
     /// # Errors
@@ -203,21 +223,24 @@ impl CodeModeBuilder {
             }
         };
         let tools_digest = tools_digest(&catalog);
-        Ok(CodeMode {
-            inner: Arc::new(Inner {
-                limits: self.limits,
-                catalog,
-                host,
-                pool,
-                runs,
-                sessions,
-                tools_digest,
-                replay_on_resume: self.replay_on_resume,
-                results: results::ResultStore::default(),
-            }),
-        })
+        let inner = Arc::new(Inner {
+            limits: self.limits,
+            catalog,
+            host,
+            pool,
+            runs,
+            sessions,
+            tools_digest,
+            replay_on_resume: self.replay_on_resume,
+            results: results::ResultStore::default(),
+        });
+        run::start_sweeper(&inner, self.live_window.unwrap_or(DEFAULT_LIVE_WINDOW));
+        Ok(CodeMode { inner })
     }
 }
+
+/// How long a parked run keeps its live worker by default.
+const DEFAULT_LIVE_WINDOW: Duration = Duration::from_secs(30);
 
 pub(crate) struct Inner {
     pub(crate) limits: Limits,
@@ -252,6 +275,12 @@ impl CodeMode {
     /// The tool list the model sees: `exec`, `wait` and the direct-only tools.
     pub fn surface(&self) -> Vec<ToolSpec> {
         codemode_surface::visible_tools(&self.inner.catalog, &self.inner.limits)
+    }
+
+    /// What the engine holds right now: parked runs, the worker processes they keep, idle workers.
+    pub fn stats(&self) -> EngineStats {
+        let (parked_runs, parked_with_worker) = self.inner.runs.parked_counts(run::LiveRun::holds_worker);
+        EngineStats { parked_runs, parked_with_worker, idle_workers: self.inner.pool.idle_count() }
     }
 
     /// The run's catalog.

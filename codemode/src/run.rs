@@ -204,6 +204,11 @@ fn release_worker(inner: &Inner, run: &mut LiveRun) {
 }
 
 impl LiveRun {
+    /// Whether the run keeps a worker process.
+    pub(crate) fn holds_worker(&self) -> bool {
+        self.worker.is_some()
+    }
+
     /// Whether the worker ended its cell cleanly and is building its next context.
     fn quiescent_done(&self) -> bool {
         self.quiescent
@@ -278,6 +283,23 @@ async fn park(inner: Arc<Inner>, mut run: LiveRun, slot: Slot<LiveRun>, reason: 
             telemetry,
         }),
     }
+}
+
+/// Starts the run store's housekeeping: every so often, runs past their TTL are dropped and runs parked longer
+/// than `live_window` give their worker back (they resume by replay). It stops when the engine is dropped.
+pub(crate) fn start_sweeper(inner: &Arc<Inner>, live_window: Duration) {
+    let every = (live_window / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
+    let inner = Arc::downgrade(inner);
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            let Some(inner) = inner.upgrade() else { return };
+            inner.runs.sweep(live_window, |run: &mut LiveRun| {
+                run.quiescent = false;
+                run.worker.take()
+            });
+        }
+    });
 }
 
 /// `wait`: resumes a parked run, live when its worker is still attached, by replay otherwise.

@@ -5,7 +5,7 @@ use std::sync::{Arc, Barrier};
 use codemode_bridge::ErrorCode;
 use codemode_snapshot::{AbortOutcome, CheckpointBackend, StoreError};
 
-use crate::{T0, checkpoint, fixture, owner};
+use crate::{Live, T0, checkpoint, fixture, owner};
 
 #[test]
 fn cap_of_64_counts_reservations_and_parked_runs() {
@@ -77,6 +77,37 @@ fn expired_runs_are_dropped_lazily_by_begin_resume() {
     assert!(matches!(f.store.begin_resume(&id, &owner("s", "r")), Err(StoreError::Unavailable)));
     assert_eq!(Arc::strong_count(&live), 1);
     assert_eq!(f.store.occupied(), 0);
+}
+
+#[test]
+fn sweep_expires_runs_and_trims_live_attachments_parked_too_long() {
+    let f = fixture();
+    let (old, young) = (Arc::new(()), Arc::new(()));
+    let old_id = f.park(owner("s", "old"), &old);
+    f.clock.advance(20_000);
+    let young_id = f.park(owner("s", "young"), &young);
+    f.clock.advance(15_000);
+
+    // Parked 35 s and 15 s ago: only the first has outlived a 30 s window; `trim` takes its attachment.
+    let expired = f.store.sweep(std::time::Duration::from_secs(30), |live: &mut Live| Some(live.0.clone()));
+    assert_eq!(expired, 0);
+    assert_eq!(Arc::strong_count(&old), 2, "trim ran on the old run and what it returned was dropped");
+    assert_eq!(Arc::strong_count(&young), 2);
+    let mut trimmed = 0;
+    f.store.sweep(std::time::Duration::from_secs(30), |_: &mut Live| -> Option<()> {
+        trimmed += 1;
+        None
+    });
+    assert_eq!(trimmed, 1, "only runs past the window are offered to trim");
+
+    // Past the TTL both are gone, attachments and durable copies.
+    f.clock.advance(f.limits.snapshot_ttl_seconds * 1000);
+    assert_eq!(f.store.sweep(std::time::Duration::from_secs(30), |_: &mut Live| -> Option<()> { None }), 2);
+    assert_eq!((Arc::strong_count(&old), Arc::strong_count(&young)), (1, 1));
+    assert_eq!(f.store.occupied(), 0);
+    for id in [old_id, young_id] {
+        assert!(f.backend.get(&id).expect("the backend answers").is_none());
+    }
 }
 
 #[test]

@@ -86,6 +86,32 @@ async fn a_busy_loop_of_immediate_calls_parks_and_resumes_with_nothing_lost() {
 }
 
 #[tokio::test]
+async fn a_run_parked_past_its_live_window_gives_its_worker_back_and_resumes_by_replay() {
+    let host = std::sync::Arc::new(crate::support::TestHost::default());
+    let engine = codemode::CodeMode::builder()
+        .limits(Limits { timeout_ms: 2_000, ..Limits::default() })
+        .tools(crate::support::tools())
+        .host(host.clone())
+        .warm_workers(1)
+        .live_window(std::time::Duration::from_millis(200))
+        .build()
+        .expect("the engine builds");
+    let first = exec(&engine, YIELD_PROGRAM).await;
+    let id = run_id(&first);
+    assert_eq!((engine.stats().parked_runs, engine.stats().parked_with_worker), (1, 1));
+    let mut waited = 0;
+    while engine.stats().parked_with_worker > 0 {
+        assert!(waited < 50, "the sweeper never took the parked run's worker");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        waited += 1;
+    }
+    assert_eq!(engine.stats().parked_runs, 1, "the run itself stays parked");
+    let second = wait(&engine, &id).await;
+    assert_eq!(value(&second)["a"], json!(3));
+    assert_eq!(host.calls.load(std::sync::atomic::Ordering::SeqCst), 3, "replay never re-executes a tool");
+}
+
+#[tokio::test]
 async fn timers_survive_suspension_and_clear_timeout_cancels() {
     let (engine, _) = engine_with(Limits { timeout_ms: 1_000, ..Limits::default() }, true);
     let code = "const t = setTimeout(() => text('never'), 5000); await yield_control('pause'); clearTimeout(t); \
