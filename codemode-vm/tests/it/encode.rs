@@ -3,7 +3,7 @@
 
 use codemode_bridge::Journal;
 use codemode_vm::engine::{Engine, collect_output};
-use codemode_vm::protocol::{CellLimits, GuestGlobals, GuestOutcome, Start, WorkerMessage};
+use codemode_vm::protocol::{CellLimits, GuestOutcome, Start, WorkerMessage};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -13,7 +13,7 @@ fn run(code: &str) -> Value {
     let mut engine = Engine::new(u64::MAX, sink).expect("the engine starts");
     let start = Start {
         source: code.to_owned(),
-        globals: GuestGlobals::default(),
+        globals: None,
         limits: CellLimits::default(),
         journal: Journal::default(),
         skip_output: 0,
