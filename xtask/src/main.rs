@@ -1,5 +1,6 @@
 //! Workspace automation: `cargo xtask tidy` checks the layering of the crates, a `//!` header on every Rust file and
-//! `[lints] workspace = true` in every crate.
+//! `[lints] workspace = true` in every crate; `cargo xtask bench-medians` prints the median of every criterion
+//! benchmark measured so far (criterion's summary line shows the mean, the README reports medians).
 //!
 //! The same check runs as a `#[test]`, so a plain `cargo test` enforces it. It reads `cargo metadata`; it never
 //! changes a file.
@@ -39,7 +40,49 @@ fn main() -> anyhow::Result<()> {
                 bail!("{} tidy problem(s)", problems.len())
             }
         }
-        _ => bail!("usage: cargo xtask tidy"),
+        "bench-medians" => {
+            for (id, median_ns) in bench_medians(&workspace_root().join("target/criterion"))? {
+                println!("{id:<60} {}", human(median_ns));
+            }
+            Ok(())
+        }
+        _ => bail!("usage: cargo xtask tidy | cargo xtask bench-medians"),
+    }
+}
+
+/// `(benchmark id, median in ns)` of every benchmark with a `new/estimates.json` under `dir`, sorted by id.
+fn bench_medians(dir: &Path) -> anyhow::Result<Vec<(String, f64)>> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(current) = stack.pop() {
+        let estimates = current.join("new/estimates.json");
+        if estimates.is_file() {
+            let text = std::fs::read_to_string(&estimates).with_context(|| estimates.display().to_string())?;
+            let value: serde_json::Value = serde_json::from_str(&text).context("parsing criterion estimates")?;
+            let id = current.strip_prefix(dir).unwrap_or(&current).display().to_string();
+            if let Some(median) = value["median"]["point_estimate"].as_f64() {
+                found.push((id, median));
+            }
+        }
+        let Ok(entries) = std::fs::read_dir(&current) else { continue };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() && !matches!(path.file_name().and_then(|n| n.to_str()), Some("new" | "base" | "report")) {
+                stack.push(path);
+            }
+        }
+    }
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(found)
+}
+
+/// A duration in ns as criterion prints it.
+fn human(ns: f64) -> String {
+    match ns {
+        ns if ns >= 1e9 => format!("{:.2} s", ns / 1e9),
+        ns if ns >= 1e6 => format!("{:.2} ms", ns / 1e6),
+        ns if ns >= 1e3 => format!("{:.1} µs", ns / 1e3),
+        ns => format!("{ns:.0} ns"),
     }
 }
 
