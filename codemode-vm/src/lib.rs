@@ -5,6 +5,7 @@
 //! ([`source`]) run in the host before any worker is touched.
 
 pub mod engine;
+mod json;
 pub mod pool;
 pub mod protocol;
 pub mod source;

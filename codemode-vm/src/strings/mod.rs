@@ -21,12 +21,13 @@ use boa_engine::{
 
 use self::{builder::StrBuf, search::Searcher};
 
-/// Replaces the quadratic String and RegExp built-ins of `context` with linear-time ones.
+/// Replaces the quadratic String, RegExp and JSON built-ins of `context` with linear-time ones.
 ///
 /// Call it once per context, after the realm is built and before guest code runs. It replaces
-/// `String.prototype.{split, replace, replaceAll, indexOf, lastIndexOf, includes, startsWith, endsWith}`,
-/// `RegExp.prototype.exec` and `RegExp.prototype[Symbol.split]` with native functions of the same name, length
-/// and attributes, so guest code cannot tell them apart from the built-ins except by speed.
+/// `String.prototype.{repeat, split, replace, replaceAll, indexOf, lastIndexOf, includes, startsWith, endsWith}`,
+/// `RegExp.prototype.exec`, `RegExp.prototype[Symbol.split]` and `JSON.parse` (see `json.rs`) with native
+/// functions of the same name, length and attributes, so guest code cannot tell them apart from the built-ins
+/// except by speed.
 ///
 /// # Errors
 ///
@@ -48,7 +49,8 @@ pub fn install(context: &mut Context) -> JsResult<()> {
         let key = JsString::from(name);
         define_method(&string_proto, key.clone().into(), key, length, NativeFunction::from_fn_ptr(function), context)?;
     }
-    regexp::install(context)
+    regexp::install(context)?;
+    crate::json::install(context)
 }
 
 /// `String.prototype.repeat`, building the result in one buffer: Boa's collects `count` slices first (24 bytes per
@@ -90,7 +92,7 @@ fn repeat(this: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<J
 }
 
 /// Defines a builtin-shaped method: writable, configurable, not enumerable, not a constructor.
-fn define_method(
+pub(crate) fn define_method(
     target: &JsObject,
     key: PropertyKey,
     name: JsString,
