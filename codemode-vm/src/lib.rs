@@ -8,6 +8,7 @@ pub mod engine;
 mod json;
 pub mod pool;
 pub mod protocol;
+mod sort;
 pub mod source;
 pub mod strings;
 pub mod worker;

@@ -21,13 +21,14 @@ use boa_engine::{
 
 use self::{builder::StrBuf, search::Searcher};
 
-/// Replaces the quadratic String, RegExp and JSON built-ins of `context` with linear-time ones.
+/// Replaces the quadratic or panicking built-ins of `context` with linear-time, panic-free ones.
 ///
 /// Call it once per context, after the realm is built and before guest code runs. It replaces
 /// `String.prototype.{repeat, split, replace, replaceAll, indexOf, lastIndexOf, includes, startsWith, endsWith}`,
-/// `RegExp.prototype.exec`, `RegExp.prototype[Symbol.split]` and `JSON.parse` (see `json.rs`) with native
+/// `RegExp.prototype.exec` and `RegExp.prototype[Symbol.split]`, `JSON.parse` (see `json.rs`), and
+/// `Array.prototype.{sort, toSorted}` and `%TypedArray%.prototype.{sort, toSorted}` (see `sort.rs`) with native
 /// functions of the same name, length and attributes, so guest code cannot tell them apart from the built-ins
-/// except by speed.
+/// except by speed (and by not crashing the worker on a comparator that is not a total order).
 ///
 /// # Errors
 ///
@@ -50,7 +51,8 @@ pub fn install(context: &mut Context) -> JsResult<()> {
         define_method(&string_proto, key.clone().into(), key, length, NativeFunction::from_fn_ptr(function), context)?;
     }
     regexp::install(context)?;
-    crate::json::install(context)
+    crate::json::install(context)?;
+    crate::sort::install(context)
 }
 
 /// `String.prototype.repeat`, building the result in one buffer: Boa's collects `count` slices first (24 bytes per

@@ -1,7 +1,7 @@
-//! Differential tests of the native `JSON.parse` (`src/json.rs`) against Node's V8: fixed edge cases from
-//! `tests/fixtures/json-edge-cases.js` plus proptest-generated inputs, each run in our engine (with `install`)
-//! and in Node. Values are compared as a deep dump (own keys in order, attributes, prototypes, strings as code
-//! units, -0), errors by name only.
+//! Differential tests of the native `JSON.parse` and sorts (`src/json.rs`, `src/sort.rs`) against Node's V8:
+//! fixed edge cases from `tests/fixtures/{json,sort}-edge-cases.js` plus proptest-generated inputs, each run in
+//! our engine (with `install`) and in Node. Values are compared as a deep dump (own keys in order, attributes,
+//! prototypes, strings as code units, -0), errors by name only, inconsistent comparators by permutation only.
 
 use proptest::prelude::*;
 
@@ -59,6 +59,14 @@ fn fixture(text: &str) -> Vec<String> {
 fn json_edge_cases_match_node() {
     let bodies = fixture(include_str!("../fixtures/json-edge-cases.js"));
     assert!(bodies.len() > 60, "the fixture file lost its cases");
+    let diffs = differences(&bodies);
+    assert!(diffs.is_empty(), "{} of {} cases differ from node:\n{}", diffs.len(), bodies.len(), diffs.join("\n"));
+}
+
+#[test]
+fn sort_edge_cases_match_node() {
+    let bodies = fixture(include_str!("../fixtures/sort-edge-cases.js"));
+    assert!(bodies.len() > 40, "the fixture file lost its cases");
     let diffs = differences(&bodies);
     assert!(diffs.is_empty(), "{} of {} cases differ from node:\n{}", diffs.len(), bodies.len(), diffs.join("\n"));
 }
@@ -244,12 +252,120 @@ fn json_text() -> impl Strategy<Value = Vec<u16>> {
     )
 }
 
+/// The comparators every engine must agree on: consistent ones, some returning non-numbers or NaN for "equal".
+fn consistent_comparator() -> impl Strategy<Value = &'static str> {
+    prop::sample::select(vec![
+        "undefined",
+        "function (x, y) { return x.k - y.k; }",
+        "function (x, y) { return y.k - x.k; }",
+        "function (x, y) { return (x.k > y.k) - (x.k < y.k); }",
+        "function (x, y) { return String(x.k - y.k); }",
+        "function (x, y) { return { valueOf: function () { return x.k - y.k; } }; }",
+        "function (x, y) { return x.k === y.k ? NaN : x.k - y.k; }",
+        "function (x, y) { return (x.k - y.k) * Infinity || 0; }",
+    ])
+}
+
+/// Comparators that are not a consistent order: only the permutation of the result is defined.
+fn inconsistent_comparator() -> impl Strategy<Value = &'static str> {
+    prop::sample::select(vec![
+        "function () { return Math.random() - 0.5; }",
+        "function (x, y) { return x.k < y.k; }",
+        "function () { return 1; }",
+        "function () { return -1; }",
+        "function () { return NaN; }",
+        "(function () { var n = 0; return function () { return n++ % 3 - 1; }; })()",
+        "function (x, y) { return x.id % 2 ? 1 : -1; }",
+    ])
+}
+
+/// Array elements as source: records `{k, id}` (k collides, id is the position), undefined, holes.
+fn records() -> impl Strategy<Value = String> {
+    prop::collection::vec(0..10u8, 0..40).prop_map(|kinds| {
+        let items: Vec<String> = kinds
+            .iter()
+            .enumerate()
+            .map(|(id, kind)| match kind {
+                0 => String::new(),
+                1 => "undefined".to_owned(),
+                k => format!("{{ k: {}, id: {id} }}", k % 4),
+            })
+            .collect();
+        // A trailing hole needs its own comma to count.
+        format!("[{}{}]", items.join(", "), if items.last().is_some_and(String::is_empty) { "," } else { "" })
+    })
+}
+
+/// Primitive elements for the default (string) order: numbers that print alike, strings, null, booleans, holes.
+fn primitives() -> impl Strategy<Value = String> {
+    let element = prop::sample::select(vec![
+        "",
+        "undefined",
+        "null",
+        "true",
+        "false",
+        "0",
+        "-0",
+        "1",
+        "2",
+        "10",
+        "-1",
+        "1.5",
+        "NaN",
+        "Infinity",
+        "1e21",
+        "\"\"",
+        "\"a\"",
+        "\"B\"",
+        "\"10\"",
+        "\"\\u00e9\"",
+        "\"\\ud800\"",
+        "\"\\ud83d\\ude00\"",
+        "\"\\uffff\"",
+    ]);
+    prop::collection::vec(element, 0..30).prop_map(|items| {
+        format!("[{}{}]", items.join(", "), if items.last().is_some_and(|item| item.is_empty()) { "," } else { "" })
+    })
+}
+
+fn sort_call() -> impl Strategy<Value = String> {
+    (records(), primitives(), consistent_comparator(), inconsistent_comparator(), 0..7u8, 0..40u8).prop_map(
+        |(records, primitives, consistent, inconsistent, op, throw_at)| match op {
+            0 => format!("var a = {records}; var r = a.sort({consistent}); return [r === a, a];"),
+            1 => format!("var a = {records}; return [a.toSorted({consistent}), a];"),
+            2 => format!("var a = {primitives}; a.sort(); return a;"),
+            3 => format!("var a = {primitives}; return a.toSorted();"),
+            4 => format!(
+                "var a = {records}; a.sort({inconsistent}); var seen = {{}}; \
+                 for (var i = 0; i < a.length; i++) {{ var id = !(i in a) ? 'hole' : a[i] === undefined ? 'u' : a[i].id; \
+                 seen[id] = (seen[id] || 0) + 1; }} return [a.length, seen];"
+            ),
+            // How many calls a sort makes is the implementation's choice, so the comparator throws on an element
+            // rather than after a count: every sort of two or more items must look at each of them.
+            5 => format!(
+                "var a = {records}; try {{ a.sort(function (x, y) {{ if (x.id === {throw_at} || y.id === {throw_at}) \
+                 throw new RangeError('stop'); return x.k - y.k; }}); return ['done', a]; }} catch (e) {{ return [e.name, a]; }}"
+            ),
+            _ => format!(
+                "var o = {{}}; var a = {records}; for (var i = 0; i < a.length; i++) if (i in a) o[i] = a[i]; \
+                 o.length = a.length; Array.prototype.sort.call(o, {consistent}); return o;"
+            ),
+        },
+    )
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 4, max_shrink_iters: 64, ..ProptestConfig::default() })]
 
     #[test]
     fn generated_json_parses_like_node(texts in prop::collection::vec(json_text(), 200)) {
         let bodies: Vec<String> = texts.iter().map(|text| format!("return JSON.parse({});", literal(text))).collect();
+        let diffs = differences(&bodies);
+        prop_assert!(diffs.is_empty(), "{} cases differ from node:\n{}", diffs.len(), diffs.join("\n"));
+    }
+
+    #[test]
+    fn generated_sorts_match_node(bodies in prop::collection::vec(sort_call(), 150)) {
         let diffs = differences(&bodies);
         prop_assert!(diffs.is_empty(), "{} cases differ from node:\n{}", diffs.len(), diffs.join("\n"));
     }
