@@ -61,6 +61,17 @@ impl Unit for u8 {
 
 impl Unit for u16 {
     fn string(units: &[u16]) -> JsString {
+        utf16_string(units)
+    }
+}
+
+/// The string of `units`, stored as Latin-1 when every unit fits: Boa's `JSON.stringify` returns UTF-16 even for
+/// ASCII text, and a UTF-16 piece widens every string concatenated with it (twice the bytes to copy on each `+=`).
+fn utf16_string(units: &[u16]) -> JsString {
+    if units.iter().all(|&unit| unit <= 0xff) {
+        let narrow: Vec<u8> = units.iter().map(|&unit| unit as u8).collect();
+        JsString::from(JsStr::latin1(&narrow))
+    } else {
         JsString::from(units)
     }
 }
@@ -269,7 +280,7 @@ impl<'a, T: Unit> Parser<'a, T> {
         let mut units = std::mem::take(&mut self.units);
         units.clear();
         let result = self.escaped_string(&mut units);
-        let string = result.map(|()| JsString::from(units.as_slice()));
+        let string = result.map(|()| utf16_string(&units));
         self.units = units;
         string
     }
@@ -397,4 +408,35 @@ fn slot_of<T: Unit>(units: &[T]) -> usize {
         hash = (hash ^ unit.into()).wrapping_mul(0x0100_0193);
     }
     (hash as usize) % KEY_CACHE_SLOTS
+}
+
+#[cfg(test)]
+mod tests {
+    use boa_engine::{Context, JsString, JsValue, js_string};
+
+    /// Parses `text` with the installed `JSON.parse` of a fresh context.
+    fn parse(text: JsString) -> (JsValue, Context) {
+        let mut context = Context::default();
+        crate::strings::install(&mut context).expect("install succeeds on a fresh context");
+        let json = context.intrinsics().objects().json();
+        let parse = json.get(js_string!("parse"), &mut context).expect("JSON.parse exists");
+        let parse = parse.as_callable().expect("JSON.parse is callable");
+        let value = parse.call(&JsValue::undefined(), &[text.into()], &mut context).expect("the text is valid JSON");
+        (value, context)
+    }
+
+    #[test]
+    fn ascii_strings_of_a_utf16_text_stay_latin1() {
+        // `JSON.stringify` returns UTF-16 storage even for ASCII text; what is parsed back must not inherit it.
+        let text: Vec<u16> = r#"{"plain":"some text 1","escaped":"\u0041\n"}"#.encode_utf16().collect();
+        let text = JsString::from(&text[..]);
+        assert!(!text.as_str().is_latin1(), "the input is stored as UTF-16");
+        let (value, mut context) = parse(text);
+        let object = value.as_object().expect("an object");
+        for key in ["plain", "escaped"] {
+            let string = object.get(JsString::from(key), &mut context).expect("a property");
+            let string = string.as_string().expect("a string");
+            assert!(string.as_str().is_latin1(), "{key} is stored as Latin-1");
+        }
+    }
 }
