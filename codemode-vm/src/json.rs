@@ -48,7 +48,7 @@ fn parse(_: &JsValue, args: &[JsValue], original: &JsObject, context: &mut Conte
 
 /// A code unit of the source text: Latin-1 bytes or UTF-16 units. JSON's syntax is ASCII; anything wider only
 /// appears inside strings.
-trait Unit: Copy + Eq + std::hash::Hash + Into<u32> {
+trait Unit: Copy + Eq + Into<u32> {
     /// The string made of exactly these units.
     fn string(units: &[Self]) -> JsString;
 }
@@ -87,6 +87,7 @@ enum Open {
 const KEY_CACHE_SLOTS: usize = 256;
 const KEY_CACHE_MAX_LEN: usize = 32;
 
+/// The text, the cursor and per-parse caches; `parse` keeps the open containers in a `Vec`, never on the stack.
 struct Parser<'a, T: Unit> {
     text: &'a [T],
     at: usize,
@@ -186,7 +187,7 @@ impl<'a, T: Unit> Parser<'a, T> {
                             }
                             Some(0x5d) => {
                                 self.at += 1;
-                                let Some(Open::Array(items)) = stack.pop() else { unreachable!("just matched") };
+                                let Some(Open::Array(items)) = stack.pop() else { return Err(self.error()) };
                                 value = JsArray::from_iter(items, context).into();
                             }
                             _ => return Err(self.error()),
@@ -210,7 +211,7 @@ impl<'a, T: Unit> Parser<'a, T> {
                             }
                             Some(0x7d) => {
                                 self.at += 1;
-                                let Some(Open::Object(object, _)) = stack.pop() else { unreachable!("just matched") };
+                                let Some(Open::Object(object, _)) = stack.pop() else { return Err(self.error()) };
                                 value = object.into();
                             }
                             _ => return Err(self.error()),
