@@ -144,20 +144,27 @@ fn call_comparator(comparefn: &JsObject, x: &JsValue, y: &JsValue, context: &mut
     Ok(number > 0.0)
 }
 
-/// A stable merge sort (insertion-sorted runs of 8, then bottom-up merges) in which an item of the right run goes
+/// A stable merge sort (binary-insertion-sorted runs of 32, then bottom-up merges) in which an item of the right run goes
 /// first only when `after(left, right)` holds. It terminates after O(n log n) questions whatever the answers,
 /// and returns a permutation of `items`; the first error stops it and is returned.
 fn merge_sort<T: Clone, E>(mut items: Vec<T>, mut after: impl FnMut(&T, &T) -> Result<bool, E>) -> Result<Vec<T>, E> {
-    const RUN: usize = 8;
+    const RUN: usize = 32;
     let n = items.len();
     for lo in (0..n).step_by(RUN) {
         let hi = (lo + RUN).min(n);
+        // Binary insertion: each item goes after every earlier item it does not go before, so equal items keep
+        // their order, and the questions per item stay at log2 of the run.
         for i in lo + 1..hi {
-            let mut j = i;
-            while j > lo && after(&items[j - 1], &items[j])? {
-                items.swap(j - 1, j);
-                j -= 1;
+            let (mut low, mut high) = (lo, i);
+            while low < high {
+                let middle = low + (high - low) / 2;
+                if after(&items[middle], &items[i])? {
+                    high = middle;
+                } else {
+                    low = middle + 1;
+                }
             }
+            items[low..=i].rotate_right(1);
         }
     }
     let mut width = RUN;
