@@ -144,9 +144,9 @@ fn call_comparator(comparefn: &JsObject, x: &JsValue, y: &JsValue, context: &mut
     Ok(number > 0.0)
 }
 
-/// A stable merge sort (binary-insertion-sorted runs of 32, then bottom-up merges) in which an item of the right run goes
-/// first only when `after(left, right)` holds. It terminates after O(n log n) questions whatever the answers,
-/// and returns a permutation of `items`; the first error stops it and is returned.
+/// A stable merge sort (binary-insertion-sorted runs of 32, then bottom-up merges) in which an item of the right
+/// run goes first only when `after(left, right)` holds. It terminates after O(n log n) questions whatever the
+/// answers, and returns a permutation of `items`; the first error stops it and is returned.
 fn merge_sort<T: Clone, E>(mut items: Vec<T>, mut after: impl FnMut(&T, &T) -> Result<bool, E>) -> Result<Vec<T>, E> {
     const RUN: usize = 32;
     let n = items.len();

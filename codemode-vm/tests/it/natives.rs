@@ -337,14 +337,16 @@ fn sort_call() -> impl Strategy<Value = String> {
             3 => format!("var a = {primitives}; return a.toSorted();"),
             4 => format!(
                 "var a = {records}; a.sort({inconsistent}); var seen = {{}}; \
-                 for (var i = 0; i < a.length; i++) {{ var id = !(i in a) ? 'hole' : a[i] === undefined ? 'u' : a[i].id; \
+                 for (var i = 0; i < a.length; i++) {{ \
+                 var id = !(i in a) ? 'hole' : a[i] === undefined ? 'u' : a[i].id; \
                  seen[id] = (seen[id] || 0) + 1; }} return [a.length, seen];"
             ),
             // How many calls a sort makes is the implementation's choice, so the comparator throws on an element
             // rather than after a count: every sort of two or more items must look at each of them.
             5 => format!(
-                "var a = {records}; try {{ a.sort(function (x, y) {{ if (x.id === {throw_at} || y.id === {throw_at}) \
-                 throw new RangeError('stop'); return x.k - y.k; }}); return ['done', a]; }} catch (e) {{ return [e.name, a]; }}"
+                "var a = {records}; try {{ a.sort(function (x, y) {{ \
+                 if (x.id === {throw_at} || y.id === {throw_at}) throw new RangeError('stop'); return x.k - y.k; }}); \
+                 return ['done', a]; }} catch (e) {{ return [e.name, a]; }}"
             ),
             _ => format!(
                 "var o = {{}}; var a = {records}; for (var i = 0; i < a.length; i++) if (i in a) o[i] = a[i]; \
