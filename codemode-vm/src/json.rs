@@ -5,6 +5,8 @@
 //! duplicate keys last-wins at the first key's position, `__proto__` as a plain key). A callable reviver goes to
 //! the original built-in, which also carries the source-text context the reviver may read.
 
+use std::collections::HashMap;
+
 use boa_engine::{
     Context, JsArgs, JsNativeError, JsObject, JsResult, JsString, JsValue,
     builtins::object::OrdinaryObject,
@@ -43,6 +45,52 @@ fn parse(_: &JsValue, args: &[JsValue], original: &JsObject, context: &mut Conte
     match text.as_str().variant() {
         JsStrVariant::Latin1(units) => Parser::new(units, prototype).parse(context),
         JsStrVariant::Utf16(units) => Parser::new(units, prototype).parse(context),
+    }
+}
+
+/// The JS value of a host JSON value (a tool result, a settlement), built as `JSON.parse` of its text would be:
+/// objects on shared shapes, so a 10,000-record result gets the inline-cache hits that object literals get (Boa's
+/// `JsValue::from_json` gives every object its own shape, and a comparator sort over such records took 53 ms
+/// instead of 33), one string per repeated member name, ASCII strings as Latin-1.
+pub(crate) fn from_serde(value: &serde_json::Value, context: &mut Context) -> JsValue {
+    let prototype = context.intrinsics().constructors().object().prototype();
+    let mut keys = HashMap::new();
+    build(value, &prototype, &mut keys, context)
+}
+
+/// One level of `from_serde`. It recurses like Boa's `from_json` did: host values come from serde_json, whose
+/// parser stops at 128 levels.
+fn build<'v>(
+    value: &'v serde_json::Value,
+    prototype: &JsObject,
+    keys: &mut HashMap<&'v str, PropertyKey>,
+    context: &mut Context,
+) -> JsValue {
+    use serde_json::Value;
+    match value {
+        Value::Null => JsValue::null(),
+        Value::Bool(b) => JsValue::new(*b),
+        Value::Number(number) => match number.as_i64().and_then(|i| i32::try_from(i).ok()) {
+            Some(i) => JsValue::new(i),
+            None => JsValue::new(number.as_f64().unwrap_or(f64::NAN)),
+        },
+        Value::String(string) => JsString::from(string.as_str()).into(),
+        Value::Array(items) => {
+            let items: Vec<JsValue> = items.iter().map(|item| build(item, prototype, keys, context)).collect();
+            JsArray::from_iter(items, context).into()
+        }
+        Value::Object(members) => {
+            let object = JsObject::new(context.root_shape(), prototype.clone(), OrdinaryObject).upcast();
+            for (name, member) in members {
+                let key = keys.entry(name.as_str()).or_insert_with(|| PropertyKey::from(JsString::from(name.as_str())));
+                let key = key.clone();
+                let member = build(member, prototype, keys, context);
+                let property =
+                    PropertyDescriptor::builder().value(member).writable(true).enumerable(true).configurable(true);
+                object.insert_property(key, property);
+            }
+            object.into()
+        }
     }
 }
 
@@ -424,6 +472,44 @@ mod tests {
         let parse = parse.as_callable().expect("JSON.parse is callable");
         let value = parse.call(&JsValue::undefined(), &[text.into()], &mut context).expect("the text is valid JSON");
         (value, context)
+    }
+
+    #[test]
+    fn host_values_build_what_json_parse_builds() {
+        // Prints own keys in order with their attributes, prototypes and values, so a difference in any shows.
+        const DUMP: &str = r#"(function dump(v) {
+            if (v === null || typeof v !== "object") return typeof v + ":" + (Object.is(v, -0) ? "-0" : String(v));
+            var proto = Object.getPrototypeOf(v) === (Array.isArray(v) ? Array.prototype : Object.prototype);
+            return (Array.isArray(v) ? "[" : "{") + proto + Reflect.ownKeys(v).map(function (k) {
+                var d = Object.getOwnPropertyDescriptor(v, k);
+                return k + (d.writable ? "w" : "") + (d.enumerable ? "e" : "") + (d.configurable ? "c" : "") + "=" +
+                    ("value" in d ? dump(d.value) : "accessor");
+            }).join(",") + "}";
+        })"#;
+        let texts = [
+            r#"[{"id":1,"name":"a","tags":["x"]},{"id":2,"name":"b","tags":[]},{"tags":[null],"id":3}]"#,
+            r#"{"__proto__":{"polluted":1},"constructor":2,"b":1,"2":2,"a":3,"1":4,"a":5,"4294967295":6}"#,
+            r#"[0,1,-1,2147483647,2147483648,-2147483649,9007199254740993,18446744073709551615,1.5,1e300,1.0]"#,
+            r#"{"s":"\u00e9\u20ac\ud83d\ude00","e":"","n":null,"t":true,"f":false,"deep":[[[{"x":[]}]]]}"#,
+        ];
+        let mut context = Context::builder().instructions_remaining(1 << 30).build().expect("a context builds");
+        crate::strings::install(&mut context).expect("install succeeds on a fresh context");
+        let dump = context.eval(boa_engine::Source::from_bytes(DUMP)).expect("the dump function compiles");
+        let dump = dump.as_callable().expect("a function");
+        let json = context.intrinsics().objects().json();
+        let parse = json.get(js_string!("parse"), &mut context).expect("JSON.parse exists");
+        let parse = parse.as_callable().expect("JSON.parse is callable");
+        for text in texts {
+            let host: serde_json::Value = serde_json::from_str(text).expect("valid JSON");
+            let built = super::from_serde(&host, &mut context);
+            let parsed = parse.call(&JsValue::undefined(), &[JsString::from(text).into()], &mut context);
+            let parsed = parsed.expect("valid JSON");
+            let mut show = |value: JsValue| {
+                let shown = dump.call(&JsValue::undefined(), &[value], &mut context).expect("dump runs");
+                shown.to_string(&mut context).expect("a string").to_std_string_escaped()
+            };
+            assert_eq!(show(built), show(parsed), "{text}");
+        }
     }
 
     #[test]

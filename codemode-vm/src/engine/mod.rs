@@ -140,7 +140,7 @@ impl Engine {
                 Ok(v) => (&resolvers.resolve, v),
                 Err(v) => (&resolvers.reject, v),
             };
-            let arg = JsValue::from_json(&arg, &mut self.context).map_err(|e| format!("bad settlement: {e}"))?;
+            let arg = crate::json::from_serde(&arg, &mut self.context);
             function.call(&JsValue::undefined(), &[arg], &mut self.context).map_err(|e| e.to_string())?;
         }
         self.state.borrow_mut().release_queued();
