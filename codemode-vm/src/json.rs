@@ -3,7 +3,8 @@
 //! build the value), caps nesting at about 127 levels and rejects lone surrogates. Not a new JSON dialect: this
 //! accepts exactly ECMA-404 text and builds what the spec's evaluation would (own data properties in text order,
 //! duplicate keys last-wins at the first key's position, `__proto__` as a plain key). A callable reviver goes to
-//! the original built-in, which also carries the source-text context the reviver may read.
+//! the original built-in, which also carries the source-text context the reviver may read. Host JSON values (tool
+//! results) are built the same way by `from_serde`.
 
 use std::collections::HashMap;
 
