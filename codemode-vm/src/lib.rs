@@ -5,8 +5,10 @@
 //! ([`source`]) run in the host before any worker is touched.
 
 pub mod engine;
+mod json;
 pub mod pool;
 pub mod protocol;
+mod sort;
 pub mod source;
 pub mod strings;
 pub mod worker;

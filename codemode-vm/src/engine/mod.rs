@@ -163,11 +163,8 @@ impl Engine {
             let resolvers = self.state.borrow_mut().take_resolvers(*id, value);
             let Some((resolvers, payload)) = resolvers? else { continue };
             let (function, arg) = match payload {
-                Ok(value) => {
-                    let value =
-                        JsValue::from_json(&value, &mut self.context).map_err(|e| format!("bad settlement: {e}"))?;
-                    (&resolvers.resolve, value)
-                }
+                // Tool results become JS values the way JSON.parse builds them, with shared shapes.
+                Ok(value) => (&resolvers.resolve, crate::json::from_serde(&value, &mut self.context)),
                 Err(error) => (&resolvers.reject, self.bridge_error(&error)),
             };
             function.call(&JsValue::undefined(), &[arg], &mut self.context).map_err(|e| e.to_string())?;

@@ -231,32 +231,15 @@
   hidden(G, 'setTimeout', setTimeoutImpl);
   hidden(G, 'clearTimeout', clearTimeoutImpl);
 
-  // The extras (web platform pieces, comparator-safe sorts) are compiled on first use; see extras.js.
+  // The extras (web platform pieces) are compiled on first use; see extras.js. The comparator-safe sorts are
+  // native (src/sort.rs), installed with the string built-ins before this prelude runs.
   let extrasCache = null;
   const extras = () => {
     if (extrasCache === null) extrasCache = natives.extras()({
       ErrorCtor, G, O, PromiseCtor, Str, apply, create, defineProperty, isArray, join, keysOf, setAdd,
-      nativeSort, nativeToSorted, nativeTypedSort, nativeTypedToSorted,
     });
     return extrasCache;
   };
-  const TypedArrayProtoCore = O.getPrototypeOf(Int8Array).prototype;
-  const nativeSort = Array.prototype.sort;
-  const nativeToSorted = Array.prototype.toSorted;
-  const nativeTypedSort = TypedArrayProtoCore.sort;
-  const nativeTypedToSorted = TypedArrayProtoCore.toSorted;
-  const nativeMethod = (target, name, load) => {
-    const fn = {
-      [name](comparefn) {
-        return apply(load(), this, [comparefn]);
-      },
-    }[name];
-    defineProperty(target, name, { value: fn, writable: true, enumerable: false, configurable: true });
-  };
-  nativeMethod(Array.prototype, 'sort', () => extras().sort);
-  nativeMethod(Array.prototype, 'toSorted', () => extras().toSorted);
-  nativeMethod(TypedArrayProtoCore, 'sort', () => extras().typedSort);
-  nativeMethod(TypedArrayProtoCore, 'toSorted', () => extras().typedToSorted);
   for (const name of ['DOMException', 'TextEncoder', 'TextDecoder', 'atob', 'btoa', 'structuredClone']) {
     defineProperty(G, name, {
       enumerable: false,

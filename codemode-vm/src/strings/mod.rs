@@ -21,12 +21,14 @@ use boa_engine::{
 
 use self::{builder::StrBuf, search::Searcher};
 
-/// Replaces the quadratic String and RegExp built-ins of `context` with linear-time ones.
+/// Replaces the quadratic or panicking built-ins of `context` with linear-time, panic-free ones.
 ///
 /// Call it once per context, after the realm is built and before guest code runs. It replaces
-/// `String.prototype.{split, replace, replaceAll, indexOf, lastIndexOf, includes, startsWith, endsWith}`,
-/// `RegExp.prototype.exec` and `RegExp.prototype[Symbol.split]` with native functions of the same name, length
-/// and attributes, so guest code cannot tell them apart from the built-ins except by speed.
+/// `String.prototype.{repeat, split, replace, replaceAll, indexOf, lastIndexOf, includes, startsWith, endsWith}`,
+/// `RegExp.prototype.exec` and `RegExp.prototype[Symbol.split]`, `JSON.parse` (see `json.rs`), and
+/// `Array.prototype.{sort, toSorted}` and `%TypedArray%.prototype.{sort, toSorted}` (see `sort.rs`) with native
+/// functions of the same name, length and attributes, so guest code cannot tell them apart from the built-ins
+/// except by speed (and by not crashing the worker on a comparator that is not a total order).
 ///
 /// # Errors
 ///
@@ -48,7 +50,9 @@ pub fn install(context: &mut Context) -> JsResult<()> {
         let key = JsString::from(name);
         define_method(&string_proto, key.clone().into(), key, length, NativeFunction::from_fn_ptr(function), context)?;
     }
-    regexp::install(context)
+    regexp::install(context)?;
+    crate::json::install(context)?;
+    crate::sort::install(context)
 }
 
 /// `String.prototype.repeat`, building the result in one buffer: Boa's collects `count` slices first (24 bytes per
@@ -90,7 +94,7 @@ fn repeat(this: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<J
 }
 
 /// Defines a builtin-shaped method: writable, configurable, not enumerable, not a constructor.
-fn define_method(
+pub(crate) fn define_method(
     target: &JsObject,
     key: PropertyKey,
     name: JsString,

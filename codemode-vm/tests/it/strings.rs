@@ -49,7 +49,8 @@ fn program(body: &str) -> String {
     HARNESS.replace("__BODY__", body)
 }
 
-fn node(programs: &[String]) -> Vec<String> {
+/// Runs each program in a fresh `vm` context of one Node process and returns their completion values as strings.
+pub(crate) fn node(programs: &[String]) -> Vec<String> {
     let mut child = Command::new("node")
         .args(["-e", NODE_DRIVER])
         .stdin(Stdio::piped())
@@ -64,7 +65,7 @@ fn node(programs: &[String]) -> Vec<String> {
 }
 
 /// Runs `program` in a fresh Boa context, with our built-ins when `install` is set and Boa's own otherwise.
-fn boa(program: &str, install: bool) -> String {
+pub(crate) fn boa(program: &str, install: bool) -> String {
     let mut context = Context::builder().instructions_remaining(1 << 40).build().expect("a context builds");
     if install {
         codemode_vm::strings::install(&mut context).expect("install succeeds");
@@ -110,7 +111,7 @@ fn edge_cases_match_node() {
 }
 
 /// A JS string literal spelling every code unit as `\uXXXX`, so lone surrogates reach both engines intact.
-fn literal(units: &[u16]) -> String {
+pub(crate) fn literal(units: &[u16]) -> String {
     let mut out = String::from("\"");
     for unit in units {
         out.push_str(&format!("\\u{unit:04x}"));
