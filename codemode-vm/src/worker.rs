@@ -3,8 +3,9 @@
 //!
 //! Each cell gets a fresh context, built (with the globals the host configured) before the `Start` that uses it
 //! arrives, so nothing leaks between cells and a warm worker pays only for the program. The next context is built
-//! a moment after a cell ends, once the host has taken its result. The process is disposable: the host kills it on a deadline, and the
-//! counting allocator ends it with a recognisable exit code when the guest passes its memory limit.
+//! once the host has taken the last result, and an idle worker keeps its engine code warm for a while (see
+//! `KeepWarm`). The process is disposable: the host kills it on a deadline, and the counting allocator ends it
+//! with a recognisable exit code when the guest passes its memory limit.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::fs::File;
