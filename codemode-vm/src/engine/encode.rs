@@ -106,7 +106,7 @@ pub fn encode(
     context: &mut Context,
 ) -> Result<Option<Value>, EncodeError> {
     let mut encoder = Encoder { context, intrinsics, for_request, path: Vec::new(), nodes: MAX_NODES };
-    match encoder.value(value.clone(), &js_string!(), 0) {
+    match encoder.value(value.clone(), Key::Name(&js_string!()), 0) {
         Ok(value) => Ok(value),
         Err(Fault::Fatal(e)) => Err(e),
         // Only a value whose very shape cannot be read (a proxy whose traps throw) gets here.
@@ -139,7 +139,7 @@ struct Encoder<'a> {
 
 impl Encoder<'_> {
     /// A child of an object or array: whatever the guest throws while it is encoded marks the child alone.
-    fn child(&mut self, value: JsValue, key: &JsString, depth: usize) -> Result<Option<Value>, EncodeError> {
+    fn child(&mut self, value: JsValue, key: Key<'_>, depth: usize) -> Result<Option<Value>, EncodeError> {
         match self.value(value, key, depth) {
             Ok(value) => Ok(value),
             Err(Fault::Fatal(e)) => Err(e),
@@ -147,12 +147,12 @@ impl Encoder<'_> {
         }
     }
 
-    fn value(&mut self, mut value: JsValue, key: &JsString, depth: usize) -> Result<Option<Value>, Fault> {
+    fn value(&mut self, mut value: JsValue, key: Key<'_>, depth: usize) -> Result<Option<Value>, Fault> {
         self.nodes = self.nodes.checked_sub(1).ok_or(Fault::Fatal(EncodeError::TooLarge))?;
         if value.is_object() || value.is_bigint() {
             let to_json = value.to_object(self.context)?.get(js_string!("toJSON"), self.context)?;
             if let Some(to_json) = to_json.as_callable() {
-                value = to_json.call(&value, &[key.clone().into()], self.context)?;
+                value = to_json.call(&value, &[key.to_js().into()], self.context)?;
             }
         }
         let object = match value.variant() {
@@ -206,7 +206,7 @@ impl Encoder<'_> {
         match primitive.variant() {
             JsVariant::Object(_) => Ok(Some(Value::Null)),
             JsVariant::BigInt(n) => Ok(Some(Value::String(n.to_string()))),
-            _ => self.value(primitive, &js_string!(), MAX_DEPTH),
+            _ => self.value(primitive, Key::Name(&js_string!()), MAX_DEPTH),
         }
     }
 
@@ -225,9 +225,8 @@ impl Encoder<'_> {
             }
             let mut items = Vec::with_capacity(length.min(1 << 16) as usize);
             for index in 0..length {
-                let key = JsString::from(index.to_string());
                 let item = match object.get(index, self.context) {
-                    Ok(item) => self.child(item, &key, depth + 1).map_err(Fault::Fatal)?,
+                    Ok(item) => self.child(item, Key::Index(index), depth + 1).map_err(Fault::Fatal)?,
                     Err(e) => Some(Value::String(unserializable(&Fault::from(e).into_thrown()?, self.context))),
                 };
                 items.push(item.unwrap_or(Value::Null));
@@ -241,7 +240,8 @@ impl Encoder<'_> {
                 if name == "code" && field.is_undefined() {
                     continue;
                 }
-                if let Some(field) = self.child(field, &JsString::from(name), depth + 1).map_err(Fault::Fatal)? {
+                let key = JsString::from(name);
+                if let Some(field) = self.child(field, Key::Name(&key), depth + 1).map_err(Fault::Fatal)? {
                     out.insert(name.to_owned(), field);
                 }
             }
@@ -249,7 +249,7 @@ impl Encoder<'_> {
         for key in self.enumerable_keys(object)? {
             let name = key_string(&key);
             let item = match object.get(key, self.context) {
-                Ok(item) => self.child(item, &name, depth + 1).map_err(Fault::Fatal)?,
+                Ok(item) => self.child(item, Key::Name(&name), depth + 1).map_err(Fault::Fatal)?,
                 Err(e) => Some(Value::String(unserializable(&Fault::from(e).into_thrown()?, self.context))),
             };
             if let Some(item) = item {
@@ -308,6 +308,22 @@ impl Fault {
         match self {
             Fault::Thrown(e) => Ok(e),
             fatal => Err(fatal),
+        }
+    }
+}
+
+/// The key a value sits under, as `toJSON` receives it; an array index becomes a string only when asked.
+#[derive(Clone, Copy)]
+enum Key<'a> {
+    Name(&'a JsString),
+    Index(u64),
+}
+
+impl Key<'_> {
+    fn to_js(self) -> JsString {
+        match self {
+            Key::Name(name) => name.clone(),
+            Key::Index(index) => JsString::from(index.to_string()),
         }
     }
 }

@@ -7,8 +7,19 @@ use codemode_vm::protocol::{CellLimits, GuestOutcome, Start, WorkerMessage};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-/// Runs `code` in a fresh engine and returns what it returned.
+/// Runs `code` in a fresh engine and returns what it returned, on a thread with a large stack as in the worker
+/// (Boa recurses natively; a test thread's 2 MiB are not enough for every generated program in a debug build).
 fn run(code: &str) -> Value {
+    let code = code.to_owned();
+    std::thread::Builder::new()
+        .stack_size(64 * 1024 * 1024)
+        .spawn(move || run_here(&code))
+        .expect("the engine thread starts")
+        .join()
+        .expect("the engine thread returns")
+}
+
+fn run_here(code: &str) -> Value {
     let (sink, _) = collect_output();
     let mut engine = Engine::new(u64::MAX, sink).expect("the engine starts");
     let start = Start {
