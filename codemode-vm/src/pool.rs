@@ -193,12 +193,7 @@ impl WorkerPool {
     /// Starts workers in the background until `warm` are idle: call it when a checked-out worker will not come
     /// back (it was killed, or a parked run keeps it).
     pub fn replenish(self: &Arc<Self>) {
-        let pool = self.clone();
-        tokio::spawn(async move {
-            if let Err(e) = pool.fill() {
-                tracing::warn!("code mode worker pool could not refill: {e}");
-            }
-        });
+        self.replenish_after(std::time::Duration::ZERO);
     }
 
     /// [`WorkerPool::replenish`] after `delay`, when workers are still missing then: a run that parks only briefly
@@ -206,7 +201,9 @@ impl WorkerPool {
     pub fn replenish_after(self: &Arc<Self>, delay: std::time::Duration) {
         let pool = self.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(delay).await;
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
             if let Err(e) = pool.fill() {
                 tracing::warn!("code mode worker pool could not refill: {e}");
             }

@@ -7,7 +7,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use codemode_bridge::{BridgeMethod, BridgeRequest, CallContext, Settlement, SettlementValue, ToolError};
+use codemode_bridge::{
+    BridgeMethod, BridgeRequest, CallContext, RequestDigest, Settlement, SettlementValue, ToolError,
+};
 use serde_json::{Value, json};
 
 use crate::Inner;
@@ -25,7 +27,13 @@ fn err(code: &str, message: impl Into<String>) -> SettlementValue {
 }
 
 /// Starts the host work for one request; the settlement arrives through `parts.in_flight`.
-pub(crate) fn dispatch(inner: &Arc<Inner>, parts: RunParts<'_>, request: BridgeRequest) -> Result<(), Refusal> {
+/// `digest` is the request's journal digest, computed once by the caller.
+pub(crate) fn dispatch(
+    inner: &Arc<Inner>,
+    parts: RunParts<'_>,
+    request: BridgeRequest,
+    digest: RequestDigest,
+) -> Result<(), Refusal> {
     let BridgeRequest { id, method, args } = request.clone();
     if method == BridgeMethod::Yield {
         let reason = args.get("reason").and_then(Value::as_str).map(str::to_owned);
@@ -44,13 +52,13 @@ pub(crate) fn dispatch(inner: &Arc<Inner>, parts: RunParts<'_>, request: BridgeR
             let tool = args.get("tool").and_then(Value::as_str).unwrap_or_default().to_owned();
             let tool_args = args.get("args").cloned().unwrap_or_else(|| json!({}));
             let Some(entry) = inner.catalog.by_callable(&tool) else {
-                return settle_now(parts, &request, err("invalid_input", unknown_tool(&tool)));
+                return settle_now(parts, &request, digest, err("invalid_input", unknown_tool(&tool)));
             };
             if parts.restart_safe && !entry.definition.replay_safe {
-                return settle_now(parts, &request, err("invalid_input", not_replay_safe(&tool)));
+                return settle_now(parts, &request, digest, err("invalid_input", not_replay_safe(&tool)));
             }
             if let Err(e) = inner.catalog.validate_input(entry, &tool_args) {
-                return settle_now(parts, &request, err(&e.code, e.message));
+                return settle_now(parts, &request, digest, err(&e.code, e.message));
             }
             *parts.replay_safe &= entry.definition.replay_safe;
             parts.counters.call_count += 1;
@@ -76,7 +84,12 @@ pub(crate) fn dispatch(inner: &Arc<Inner>, parts: RunParts<'_>, request: BridgeR
             let op = args.get("op").and_then(Value::as_str).map(str::to_owned);
             let call_args = args.get("args").cloned().unwrap_or_else(|| json!({}));
             let Some(ns) = inner.catalog.mcp_servers().iter().find(|s| s.name == server) else {
-                return settle_now(parts, &request, err("invalid_input", format!("unknown MCP server \"{server}\"")));
+                return settle_now(
+                    parts,
+                    &request,
+                    digest,
+                    err("invalid_input", format!("unknown MCP server \"{server}\"")),
+                );
             };
             if let Some(tool) = &tool {
                 let known = ns.tools.iter().find(|t| &t.name == tool);
@@ -85,17 +98,19 @@ pub(crate) fn dispatch(inner: &Arc<Inner>, parts: RunParts<'_>, request: BridgeR
                     return settle_now(
                         parts,
                         &request,
+                        digest,
                         err("invalid_input", format!("unknown MCP tool {server}.{tool}")),
                     );
                 };
                 if parts.restart_safe && !entry.definition.replay_safe {
-                    return settle_now(parts, &request, err("invalid_input", not_replay_safe(tool)));
+                    return settle_now(parts, &request, digest, err("invalid_input", not_replay_safe(tool)));
                 }
                 *parts.replay_safe &= entry.definition.replay_safe;
             } else if parts.restart_safe {
                 return settle_now(
                     parts,
                     &request,
+                    digest,
                     err(
                         "invalid_input",
                         "MCP namespace operations are not replay-safe; restartSafe cells cannot use them",
@@ -146,7 +161,7 @@ pub(crate) fn dispatch(inner: &Arc<Inner>, parts: RunParts<'_>, request: BridgeR
                     Err(e) => err("invalid_input", e.to_string()),
                 }
             };
-            return settle_now(parts, &request, value);
+            return settle_now(parts, &request, digest, value);
         }
         BridgeMethod::Describe => {
             parts.counters.describe_count += 1;
@@ -155,7 +170,7 @@ pub(crate) fn dispatch(inner: &Arc<Inner>, parts: RunParts<'_>, request: BridgeR
                 Some(value) => ok(value),
                 None => err("invalid_input", unknown_tool(tool)),
             };
-            return settle_now(parts, &request, value);
+            return settle_now(parts, &request, digest, value);
         }
         BridgeMethod::Api => {
             let path = args.get("path").and_then(Value::as_str).unwrap_or_default();
@@ -183,7 +198,7 @@ pub(crate) fn dispatch(inner: &Arc<Inner>, parts: RunParts<'_>, request: BridgeR
                     Err(e) => err("invalid_input", e.to_string()),
                 },
             };
-            return settle_now(parts, &request, value);
+            return settle_now(parts, &request, digest, value);
         }
         BridgeMethod::Sleep => {
             let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
@@ -196,6 +211,7 @@ pub(crate) fn dispatch(inner: &Arc<Inner>, parts: RunParts<'_>, request: BridgeR
             return settle_now(
                 parts,
                 &request,
+                digest,
                 err("invalid_input", "store and load are unavailable in restartSafe cells"),
             );
         }
@@ -207,7 +223,7 @@ pub(crate) fn dispatch(inner: &Arc<Inner>, parts: RunParts<'_>, request: BridgeR
                 Ok(()) => ok(Value::Null),
                 Err(e) => err("invalid_input", e.to_string()),
             };
-            return settle_now(parts, &request, settled);
+            return settle_now(parts, &request, digest, settled);
         }
         BridgeMethod::Load => {
             let key = args.get("key").and_then(Value::as_str).unwrap_or_default();
@@ -215,7 +231,7 @@ pub(crate) fn dispatch(inner: &Arc<Inner>, parts: RunParts<'_>, request: BridgeR
                 Ok(value) => ok(value.unwrap_or(Value::Null)),
                 Err(e) => err("invalid_input", e.to_string()),
             };
-            return settle_now(parts, &request, settled);
+            return settle_now(parts, &request, digest, settled);
         }
         BridgeMethod::ResultLoad => {
             let rid = args.get("id").and_then(Value::as_str).unwrap_or_default();
@@ -228,7 +244,7 @@ pub(crate) fn dispatch(inner: &Arc<Inner>, parts: RunParts<'_>, request: BridgeR
                     ),
                 ),
             };
-            return settle_now(parts, &request, settled);
+            return settle_now(parts, &request, digest, settled);
         }
         BridgeMethod::Yield => unreachable!("handled above"),
     };
@@ -243,13 +259,18 @@ pub(crate) fn dispatch(inner: &Arc<Inner>, parts: RunParts<'_>, request: BridgeR
         }
         std::task::Poll::Pending => Some(parts.in_flight.spawn(future)),
     };
-    parts.pending.insert(id, (method, request.digest().0, handle));
+    parts.pending.insert(id, (method, digest.0, handle));
     Ok(())
 }
 
 /// Settles a request whose answer is known at once; it is delivered at the next quiescent point.
-fn settle_now(parts: RunParts<'_>, request: &BridgeRequest, value: SettlementValue) -> Result<(), Refusal> {
-    parts.pending.insert(request.id, (request.method, request.digest().0, None));
+fn settle_now(
+    parts: RunParts<'_>,
+    request: &BridgeRequest,
+    digest: RequestDigest,
+    value: SettlementValue,
+) -> Result<(), Refusal> {
+    parts.pending.insert(request.id, (request.method, digest.0, None));
     parts.ready.push(Settlement { id: request.id, value });
     Ok(())
 }

@@ -258,12 +258,15 @@ async fn park(inner: Arc<Inner>, mut run: LiveRun, slot: Slot<LiveRun>, reason: 
     let replay_safe = run.replay_safe;
     checkpoint.output_budget = run.budget.clone();
     if inner.replay_on_resume {
-        // Keep the host work, drop the engine: the next wait replays the journal in a fresh worker.
+        // Keep the host work, drop the engine: the next wait replays the journal in a fresh worker, which the pool
+        // starts now.
         run.worker = None;
         run.quiescent = false;
+        inner.pool.replenish();
+    } else {
+        // The parked run keeps its worker: the pool starts a replacement unless the run is back soon.
+        inner.pool.replenish_after(REPLENISH_AFTER_PARK);
     }
-    // The parked run keeps (or dropped) its worker: the pool starts a replacement unless the run is back soon.
-    inner.pool.replenish_after(REPLENISH_AFTER_PARK);
     let limits = inner.limits.clone();
     match inner.runs.park(slot, checkpoint, Some(run), &limits) {
         Ok(_) => CodeModeResult::Waiting(Waiting {
@@ -491,8 +494,9 @@ async fn drive(inner: &Arc<Inner>, run: &mut LiveRun, deadline: Instant) -> Stop
                         run.ready.retain(|s| s.id != id);
                     }
                     for request in requests {
-                        run.journal.requests.push(request.digest());
-                        if let Err(result) = crate::dispatch::dispatch(inner, run_parts(run), request) {
+                        let digest = request.digest();
+                        run.journal.requests.push(digest);
+                        if let Err(result) = crate::dispatch::dispatch(inner, run_parts(run), request, digest) {
                             return Stop::Done(fail(inner, run, result.0, result.1, result.2));
                         }
                     }

@@ -275,7 +275,7 @@ fn request(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsV
     let payload = encode_arg(args.get(1), true, context)?;
     let state = shared(context);
     let limit = state.borrow().limits.max_request_bytes;
-    let size = serde_json::to_string(&payload).map(|t| t.len()).unwrap_or(usize::MAX);
+    let size = json_len(&payload);
     if size as u64 > limit {
         return Err(JsNativeError::range()
             .with_message(format!(
@@ -289,10 +289,27 @@ fn request(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsV
     Ok(promise.into())
 }
 
+/// Bytes of `value` as JSON text, counted without building the text.
+fn json_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    serde_json::to_writer(&mut count, value).expect("JSON values always serialize");
+    count.0
+}
+
 /// Encodes a guest value for the host; what JSON drops becomes `null`.
 fn encode_arg(value: Option<&JsValue>, for_request: bool, context: &mut Context) -> JsResult<Value> {
     let value = value.cloned().unwrap_or_default();
-    let intrinsics = context.get_data::<Intrinsics>().expect("every engine context carries its intrinsics").clone();
+    let intrinsics = context.get_data::<Rc<Intrinsics>>().expect("every engine context carries its intrinsics").clone();
     match encode::encode(&value, for_request, &intrinsics, context) {
         Ok(value) => Ok(value.unwrap_or(Value::Null)),
         Err(EncodeError::Engine(e)) => Err(e),

@@ -64,7 +64,7 @@ impl Engine {
             .build()?;
         let state: Shared = Rc::new(RefCell::new(BridgeState::new(sink)));
         context.insert_data(state.clone());
-        let intrinsics = Intrinsics::capture(&mut context);
+        let intrinsics = Rc::new(Intrinsics::capture(&mut context));
         context.insert_data(intrinsics);
         hooks::seed_math_random(&mut context)?;
         crate::strings::install(&mut context)?;
@@ -232,7 +232,7 @@ impl Engine {
     }
 
     fn returned(&mut self, value: &JsValue) -> GuestOutcome {
-        let intrinsics = self.context.get_data::<Intrinsics>().expect("the engine captured its intrinsics").clone();
+        let intrinsics = self.context.get_data::<Rc<Intrinsics>>().expect("the engine captured its intrinsics").clone();
         match encode::encode(value, false, &intrinsics, &mut self.context) {
             Ok(value) => {
                 let value = value.unwrap_or(serde_json::Value::Null);
