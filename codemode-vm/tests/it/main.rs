@@ -1,5 +1,6 @@
 //! Integration tests of the executor: source checks, the engine and its encoder in-process, and the worker process.
 
+mod appends;
 mod encode;
 mod natives;
 mod source;

@@ -144,7 +144,7 @@ pub(crate) fn literal(units: &[u16]) -> String {
 }
 
 /// Code-unit pieces chosen so needles occur often: ASCII, Latin-1, BMP, a surrogate pair and lone halves.
-fn text() -> impl Strategy<Value = Vec<u16>> {
+pub(crate) fn text() -> impl Strategy<Value = Vec<u16>> {
     let pieces: [&[u16]; 10] = [
         &[0x61],
         &[0x62],
