@@ -12,3 +12,5 @@ mod sort;
 pub mod source;
 pub mod strings;
 pub mod worker;
+
+pub use sort::pure_sorts;

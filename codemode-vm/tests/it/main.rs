@@ -3,5 +3,6 @@
 mod appends;
 mod encode;
 mod natives;
+mod pure_sorts;
 mod source;
 mod strings;

@@ -6,16 +6,30 @@
 //! (argument checks, ToObject, length, HasProperty/Get, Set/DeletePropertyOrThrow) follow the spec's
 //! `SortIndexedProperties` in order; only the sequence of comparator calls is ours, as the spec allows.
 
-use std::cmp::Ordering;
+use std::{cell::Cell, cmp::Ordering};
 
 use boa_engine::{
     Context, JsArgs, JsNativeError, JsObject, JsResult, JsString, JsValue, JsVariant, js_string,
-    native_function::{NativeFunction, NativeFunctionPointer},
+    native_function::NativeFunction,
     object::builtins::{JsArray, JsTypedArray},
 };
 use boa_gc::{Finalize, Trace};
 
 use crate::strings::define_method;
+
+mod pure;
+
+thread_local! {
+    static PURE_SORTS: Cell<usize> = const { Cell::new(0) };
+}
+
+/// How many sorts the engines of this thread answered from a pure comparator without calling it (see
+/// `sort::pure`): a statistic, which the tests use to prove that the fast path was taken.
+pub fn pure_sorts() -> usize {
+    PURE_SORTS.get()
+}
+
+use pure::{Originals, Pure};
 
 /// Installs the sorts on `Array.prototype` and `%TypedArray%.prototype`.
 ///
@@ -23,11 +37,23 @@ use crate::strings::define_method;
 ///
 /// Fails only if a prototype property cannot be read or redefined, which a fresh context never does.
 pub(crate) fn install(context: &mut Context) -> JsResult<()> {
-    let array_proto = context.intrinsics().constructors().array().prototype();
-    let methods: [(&str, NativeFunctionPointer); 2] = [("sort", array_sort), ("toSorted", array_to_sorted)];
+    let builtin = |object: &JsObject, name: &str, context: &mut Context| -> JsResult<JsObject> {
+        object.get(JsString::from(name), context)?.as_callable().ok_or_else(|| {
+            JsNativeError::typ().with_message(format!("the built-in {name} is missing")).into()
+        })
+    };
+    let constructors = context.intrinsics().constructors();
+    let (function_proto, string_proto) = (constructors.function().prototype(), constructors.string().prototype());
+    let array_proto = constructors.array().prototype();
+    let originals = Originals {
+        function_to_string: builtin(&function_proto, "toString", context)?,
+        locale_compare: builtin(&string_proto, "localeCompare", context)?,
+    };
+    let methods: [(&str, ArrayMethod); 2] = [("sort", array_sort), ("toSorted", array_to_sorted)];
     for (name, function) in methods {
         let key = JsString::from(name);
-        define_method(&array_proto, key.clone().into(), key, 1, NativeFunction::from_fn_ptr(function), context)?;
+        let function = NativeFunction::from_copy_closure_with_captures(function, originals.clone());
+        define_method(&array_proto, key.clone().into(), key, 1, function, context)?;
     }
     let typed_proto = context.intrinsics().constructors().typed_array().prototype();
     let builtin = |name: &str, context: &mut Context| -> JsResult<JsObject> {
@@ -44,6 +70,8 @@ pub(crate) fn install(context: &mut Context) -> JsResult<()> {
     }
     Ok(())
 }
+
+type ArrayMethod = fn(&JsValue, &[JsValue], &Originals, &mut Context) -> JsResult<JsValue>;
 
 type TypedMethod = fn(&JsValue, &[JsValue], &TypedBuiltins, &mut Context) -> JsResult<JsValue>;
 
@@ -68,7 +96,7 @@ fn comparator(value: &JsValue, method: &str) -> JsResult<Option<JsObject>> {
 }
 
 /// `Array.prototype.sort(comparefn)`.
-fn array_sort(this: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+fn array_sort(this: &JsValue, args: &[JsValue], originals: &Originals, context: &mut Context) -> JsResult<JsValue> {
     let comparefn = comparator(args.get_or_undefined(0), "Array.prototype.sort")?;
     let object = this.to_object(context)?;
     let len = object.get(js_string!("length"), context)?.to_length(context)?;
@@ -78,7 +106,7 @@ fn array_sort(this: &JsValue, args: &[JsValue], context: &mut Context) -> JsResu
             items.push(object.get(k, context)?);
         }
     }
-    let sorted = sort_array_items(items, comparefn.as_ref(), context)?;
+    let sorted = sort_array_items(items, comparefn.as_ref(), originals, context)?;
     let count = sorted.len() as u64;
     for (j, item) in sorted.into_iter().enumerate() {
         object.set(j, item, true, context)?;
@@ -91,7 +119,12 @@ fn array_sort(this: &JsValue, args: &[JsValue], context: &mut Context) -> JsResu
 }
 
 /// `Array.prototype.toSorted(comparefn)`.
-fn array_to_sorted(this: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+fn array_to_sorted(
+    this: &JsValue,
+    args: &[JsValue],
+    originals: &Originals,
+    context: &mut Context,
+) -> JsResult<JsValue> {
     let comparefn = comparator(args.get_or_undefined(0), "Array.prototype.toSorted")?;
     let object = this.to_object(context)?;
     let len = object.get(js_string!("length"), context)?.to_length(context)?;
@@ -102,7 +135,7 @@ fn array_to_sorted(this: &JsValue, args: &[JsValue], context: &mut Context) -> J
     for k in 0..len {
         items.push(object.get(k, context)?);
     }
-    let sorted = sort_array_items(items, comparefn.as_ref(), context)?;
+    let sorted = sort_array_items(items, comparefn.as_ref(), originals, context)?;
     Ok(JsArray::from_iter(sorted, context).into())
 }
 
@@ -111,13 +144,17 @@ fn array_to_sorted(this: &JsValue, args: &[JsValue], context: &mut Context) -> J
 fn sort_array_items(
     items: Vec<JsValue>,
     comparefn: Option<&JsObject>,
+    originals: &Originals,
     context: &mut Context,
 ) -> JsResult<Vec<JsValue>> {
     let total = items.len();
     let mut defined: Vec<JsValue> = items.into_iter().filter(|item| !item.is_undefined()).collect();
     let undefined_count = total - defined.len();
     match comparefn {
-        Some(comparefn) => defined = merge_sort(defined, |x, y| call_comparator(comparefn, x, y, context))?,
+        Some(comparefn) => match sort_by_pure_comparator(&defined, comparefn, originals, context) {
+            Some(sorted) => defined = sorted,
+            None => defined = merge_sort(defined, |x, y| call_comparator(comparefn, x, y, context))?,
+        },
         None => {
             // Each string once: the spec calls ToString per comparison, but how often an order is asked for is
             // up to the implementation, and one key per item keeps the order total even if `toString` is not.
@@ -131,6 +168,27 @@ fn sort_array_items(
     }
     defined.extend(std::iter::repeat_n(JsValue::undefined(), undefined_count));
     Ok(defined)
+}
+
+/// Sorts `items` as the comparator would, without calling it, when it is pure (see [`pure`]); `None` when it is
+/// not, or when an item or an answer is beyond the fast path, before anything observable happened.
+fn sort_by_pure_comparator(
+    items: &[JsValue],
+    comparefn: &JsObject,
+    originals: &Originals,
+    context: &mut Context,
+) -> Option<Vec<JsValue>> {
+    if items.len() < pure::MIN_ITEMS {
+        return None;
+    }
+    let pure = Pure::compile(comparefn, originals, context)?;
+    let keys = pure.read_keys(items)?;
+    let width = pure.width();
+    let keys_of = |i: u32| &keys[i as usize * width..(i as usize + 1) * width];
+    let order: Vec<u32> = (0..items.len() as u32).collect();
+    let order = merge_sort(order, |&x, &y| pure.after(keys_of(x), keys_of(y), originals, context)).ok()?;
+    PURE_SORTS.set(PURE_SORTS.get() + 1);
+    Some(order.into_iter().map(|i| items[i as usize].clone()).collect())
 }
 
 /// Whether `comparefn(x, y)` says `x` goes after `y`: ToNumber of its result is above zero (NaN is not).
