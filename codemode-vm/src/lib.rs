@@ -4,13 +4,15 @@
 //! fresh locked-down context per cell and speaks the framed [`protocol`]. Source checks and the TypeScript transform
 //! ([`source`]) run in the host before any worker is touched.
 
+mod callbacks;
 pub mod engine;
 mod json;
 pub mod pool;
 pub mod protocol;
+mod pure;
 mod sort;
 pub mod source;
 pub mod strings;
 pub mod worker;
 
-pub use sort::pure_sorts;
+pub use pure::pure_calls;

@@ -26,7 +26,8 @@ use self::{builder::StrBuf, search::Searcher};
 /// Call it once per context, after the realm is built and before guest code runs. It replaces
 /// `String.prototype.{repeat, split, replace, replaceAll, indexOf, lastIndexOf, includes, startsWith, endsWith}`,
 /// `RegExp.prototype.exec` and `RegExp.prototype[Symbol.split]`, `JSON.parse` (see `json.rs`), and
-/// `Array.prototype.{sort, toSorted}` and `%TypedArray%.prototype.{sort, toSorted}` (see `sort.rs`) with native
+/// `Array.prototype.{sort, toSorted}` and `%TypedArray%.prototype.{sort, toSorted}` (see `sort.rs`), and
+/// `Array.prototype.{map, filter, find, findIndex, some, every}` (see `callbacks.rs`) with native
 /// functions of the same name, length and attributes, so guest code cannot tell them apart from the built-ins
 /// except by speed (and by not crashing the worker on a comparator that is not a total order).
 ///
@@ -52,7 +53,8 @@ pub fn install(context: &mut Context) -> JsResult<()> {
     }
     regexp::install(context)?;
     crate::json::install(context)?;
-    crate::sort::install(context)
+    crate::sort::install(context)?;
+    crate::callbacks::install(context)
 }
 
 /// `String.prototype.repeat`, building the result in one buffer: Boa's collects `count` slices first (24 bytes per

@@ -3,6 +3,6 @@
 mod appends;
 mod encode;
 mod natives;
-mod pure_sorts;
+mod pure;
 mod source;
 mod strings;

@@ -6,7 +6,7 @@
 //! (argument checks, ToObject, length, HasProperty/Get, Set/DeletePropertyOrThrow) follow the spec's
 //! `SortIndexedProperties` in order; only the sequence of comparator calls is ours, as the spec allows.
 
-use std::{cell::Cell, cmp::Ordering};
+use std::cmp::Ordering;
 
 use boa_engine::{
     Context, JsArgs, JsNativeError, JsObject, JsResult, JsString, JsValue, JsVariant, js_string,
@@ -15,21 +15,10 @@ use boa_engine::{
 };
 use boa_gc::{Finalize, Trace};
 
-use crate::strings::define_method;
-
-mod pure;
-
-thread_local! {
-    static PURE_SORTS: Cell<usize> = const { Cell::new(0) };
-}
-
-/// How many sorts the engines of this thread answered from a pure comparator without calling it (see
-/// `sort::pure`): a statistic, which the tests use to prove that the fast path was taken.
-pub fn pure_sorts() -> usize {
-    PURE_SORTS.get()
-}
-
-use pure::{Originals, Pure};
+use crate::{
+    pure::{self, Originals, Pure},
+    strings::define_method,
+};
 
 /// Installs the sorts on `Array.prototype` and `%TypedArray%.prototype`.
 ///
@@ -37,18 +26,8 @@ use pure::{Originals, Pure};
 ///
 /// Fails only if a prototype property cannot be read or redefined, which a fresh context never does.
 pub(crate) fn install(context: &mut Context) -> JsResult<()> {
-    let builtin = |object: &JsObject, name: &str, context: &mut Context| -> JsResult<JsObject> {
-        object.get(JsString::from(name), context)?.as_callable().ok_or_else(|| {
-            JsNativeError::typ().with_message(format!("the built-in {name} is missing")).into()
-        })
-    };
-    let constructors = context.intrinsics().constructors();
-    let (function_proto, string_proto) = (constructors.function().prototype(), constructors.string().prototype());
-    let array_proto = constructors.array().prototype();
-    let originals = Originals {
-        function_to_string: builtin(&function_proto, "toString", context)?,
-        locale_compare: builtin(&string_proto, "localeCompare", context)?,
-    };
+    let originals = Originals::capture(context)?;
+    let array_proto = context.intrinsics().constructors().array().prototype();
     let methods: [(&str, ArrayMethod); 2] = [("sort", array_sort), ("toSorted", array_to_sorted)];
     for (name, function) in methods {
         let key = JsString::from(name);
@@ -181,13 +160,13 @@ fn sort_by_pure_comparator(
     if items.len() < pure::MIN_ITEMS {
         return None;
     }
-    let pure = Pure::compile(comparefn, originals, context)?;
+    let pure = Pure::compile(comparefn, 2, originals, context)?;
     let keys = pure.read_keys(items)?;
     let width = pure.width();
     let keys_of = |i: u32| &keys[i as usize * width..(i as usize + 1) * width];
     let order: Vec<u32> = (0..items.len() as u32).collect();
     let order = merge_sort(order, |&x, &y| pure.after(keys_of(x), keys_of(y), originals, context)).ok()?;
-    PURE_SORTS.set(PURE_SORTS.get() + 1);
+    pure::count_native();
     Some(order.into_iter().map(|i| items[i as usize].clone()).collect())
 }
 

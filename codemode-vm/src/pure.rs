@@ -1,20 +1,22 @@
-//! Pure comparators, evaluated without calling them. Model code sorts tool results with one-line comparators,
-//! `(a, b) => b.score - a.score || a.id - b.id`, and in Boa each call from the native sort into such a function
-//! costs about 250 ns, most of a 10,000-record sort. When a comparator's source is a single expression over
-//! property reads of its two parameters, literals and operators, the sort reads those properties once per
-//! element and evaluates the expression natively, with Boa's own operators.
+//! Pure callbacks, evaluated without calling them. Model code sorts, maps and filters tool results with one-line
+//! functions, `(a, b) => b.score - a.score || a.id - b.id`, `r => r.name`, and in Boa each call from a native
+//! built-in into such a function costs about 250 ns, most of a 10,000-record sort or map. When a callback's source
+//! is a single expression over property reads of its parameters, literals and operators, the built-in reads those
+//! properties once per element and evaluates the expression natively, with Boa's own operators.
 //!
-//! Why nothing observable changes: the calls a sort makes are the implementation's choice, so a comparator whose
-//! calls have no effects may be skipped as long as every answer is the one it would have given. The expression
-//! reads only its parameters (no free names, no `this`), so its value depends on the elements alone. The reads are
-//! taken only where a `[[Get]]` runs no code: ordinary objects and arrays, found as data properties along a
-//! prototype chain without proxies, and the operators are applied only to primitives, where they run no code
-//! either. Anything else (an accessor, a proxy, an object operand, an operator that throws) gives up before any
-//! effect, and the sort starts over with real calls, which then do whatever they do.
+//! Why nothing observable changes: the calls are the built-in's own business, so a callback whose calls have no
+//! effects may be skipped as long as every answer is the one it would have given. The expression reads only its
+//! parameters (no free names, no `this`), so its value depends on the elements alone. The reads are taken only
+//! where a `[[Get]]` runs no code: ordinary objects and arrays, found as data properties along a prototype chain
+//! without proxies, and the operators are applied only to primitives, where they run no code either. Anything else
+//! (an accessor, a proxy, an object operand, an operator that throws) gives up before any effect, and the built-in
+//! starts over with real calls, which then do whatever they do.
 
-use std::cmp::Ordering;
+use std::{cell::RefCell, cmp::Ordering, collections::HashMap, rc::Rc};
 
-use boa_engine::{Context, JsObject, JsString, JsValue, JsVariant, js_string, property::PropertyKey};
+use boa_engine::{
+    Context, JsNativeError, JsObject, JsResult, JsString, JsValue, JsVariant, js_string, property::PropertyKey,
+};
 use oxc_allocator::Allocator;
 use oxc_ast::ast::{
     ArrowFunctionExpression, BinaryOperator, BindingPattern, Expression, FormalParameters, Function, LogicalOperator,
@@ -23,28 +25,73 @@ use oxc_ast::ast::{
 use oxc_parser::Parser;
 use oxc_span::SourceType;
 
-/// Sorts with fewer items call the comparator: parsing its source costs about as much as 100 calls.
-pub(super) const MIN_ITEMS: usize = 64;
+/// Shorter arrays call the callback: compiling its source costs about as much as 100 calls.
+pub(crate) const MIN_ITEMS: usize = 64;
+
+/// Compiled callbacks by arity and source text, per thread, so a callback created in a loop compiles once.
+const CACHE_ENTRIES: usize = 256;
+
+thread_local! {
+    static NATIVE_CALLS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    static COMPILED: RefCell<HashMap<(usize, String), Option<Rc<Pure>>>> = RefCell::new(HashMap::new());
+}
 
 /// Expressions deeper or larger than this are left to real calls; comparators are one line.
 const MAX_NODES: usize = 64;
 
+/// How many built-in calls the engines of this thread answered from a pure callback without calling it: a
+/// statistic, which the tests use to prove that the native path was taken.
+pub fn pure_calls() -> usize {
+    NATIVE_CALLS.get()
+}
+
+/// Counts one call answered natively.
+pub(crate) fn count_native() {
+    NATIVE_CALLS.set(NATIVE_CALLS.get() + 1);
+}
+
 /// The built-ins a pure comparator may use, captured when the context was built, before guest code ran.
 #[derive(Clone, boa_gc::Trace, boa_gc::Finalize)]
-pub(super) struct Originals {
+pub(crate) struct Originals {
     /// `Function.prototype.toString`, which for an ordinary function returns its source text and runs no code.
-    pub(super) function_to_string: JsObject,
+    pub(crate) function_to_string: JsObject,
     /// `String.prototype.localeCompare`; `a.localeCompare(b)` is evaluated natively only while it is installed.
-    pub(super) locale_compare: JsObject,
+    pub(crate) locale_compare: JsObject,
 }
 
-/// A comparator compiled from its source: the property paths it reads and the expression over them.
-pub(super) struct Pure {
+impl Originals {
+    /// Captures the built-ins from a fresh context.
+    ///
+    /// # Errors
+    ///
+    /// Fails only if a prototype lacks them, which a fresh context never does.
+    pub(crate) fn capture(context: &mut Context) -> JsResult<Self> {
+        let constructors = context.intrinsics().constructors();
+        let (function_proto, string_proto) = (constructors.function().prototype(), constructors.string().prototype());
+        Ok(Self {
+            function_to_string: builtin(&function_proto, "toString", context)?,
+            locale_compare: builtin(&string_proto, "localeCompare", context)?,
+        })
+    }
+}
+
+/// The function at `object[name]`, read once while building a context.
+pub(crate) fn builtin(object: &JsObject, name: &str, context: &mut Context) -> JsResult<JsObject> {
+    object
+        .get(JsString::from(name), context)?
+        .as_callable()
+        .ok_or_else(|| JsNativeError::typ().with_message(format!("the built-in {name} is missing")).into())
+}
+
+/// A callback compiled from its source: the property paths it reads and the expression over them.
+pub(crate) struct Pure {
     paths: Vec<Vec<PropertyKey>>,
     expr: Expr,
+    /// A one-parameter callback that returns a read as it is (`r => r.meta`) may read objects; operators may not.
+    objects_allowed: bool,
 }
 
-/// Which argument of the comparator.
+/// Which argument of the callback.
 #[derive(Clone, Copy)]
 enum Side {
     X,
@@ -64,50 +111,78 @@ enum Expr {
 }
 
 /// Something the fast path does not handle; the sort falls back to calling the comparator.
-pub(super) struct GiveUp;
+pub(crate) struct GiveUp;
 
 impl Pure {
-    /// Compiles `comparefn` when it is an ordinary function whose source is one pure expression.
-    pub(super) fn compile(comparefn: &JsObject, originals: &Originals, context: &mut Context) -> Option<Self> {
-        if !comparefn.is::<boa_engine::builtins::function::OrdinaryFunction>() {
+    /// Compiles `function` when it is an ordinary function of `arity` parameters whose source is one pure
+    /// expression; a comparator has two, a `map` or `filter` callback one.
+    pub(crate) fn compile(
+        function: &JsObject,
+        arity: usize,
+        originals: &Originals,
+        context: &mut Context,
+    ) -> Option<Rc<Self>> {
+        if !function.is::<boa_engine::builtins::function::OrdinaryFunction>() {
             return None;
         }
-        let source = originals.function_to_string.call(&comparefn.clone().into(), &[], context).ok()?;
+        let source = originals.function_to_string.call(&function.clone().into(), &[], context).ok()?;
         let source = source.as_string()?.to_std_string().ok()?;
-        compile_source(&source)
+        let key = (arity, source);
+        if let Some(known) = COMPILED.with_borrow(|cache| cache.get(&key).cloned()) {
+            return known;
+        }
+        let compiled = compile_source(&key.1, arity).map(Rc::new);
+        COMPILED.with_borrow_mut(|cache| {
+            if cache.len() >= CACHE_ENTRIES {
+                cache.clear();
+            }
+            cache.insert(key, compiled.clone());
+        });
+        compiled
     }
 
-    /// Reads every path of every item; `None` if a read could run code or yields an object.
-    pub(super) fn read_keys(&self, items: &[JsValue]) -> Option<Vec<JsValue>> {
+    /// Reads every path of every item; `None` if a read could run code or yields what the expression cannot take.
+    pub(crate) fn read_keys(&self, items: &[JsValue]) -> Option<Vec<JsValue>> {
         let mut keys = Vec::with_capacity(items.len() * self.paths.len());
         for item in items {
             for path in &self.paths {
-                keys.push(read_path(item, path)?);
+                keys.push(read_path(item, path, self.objects_allowed)?);
             }
         }
         Some(keys)
     }
 
+    /// The callback's result for an item with keys `x` (and, for a comparator, a second item with keys `y`).
+    pub(crate) fn value(
+        &self,
+        x: &[JsValue],
+        y: &[JsValue],
+        originals: &Originals,
+        context: &mut Context,
+    ) -> Result<JsValue, GiveUp> {
+        Eval { x, y, originals }.eval(&self.expr, context)
+    }
+
     /// Whether the item with keys `x` goes after the one with keys `y`, as `comparefn(x, y) > 0` says.
-    pub(super) fn after(
+    pub(crate) fn after(
         &self,
         x: &[JsValue],
         y: &[JsValue],
         originals: &Originals,
         context: &mut Context,
     ) -> Result<bool, GiveUp> {
-        let result = Eval { x, y, originals }.eval(&self.expr, context)?;
+        let result = self.value(x, y, originals, context)?;
         let number = result.as_number().map_or_else(|| result.to_number(context).map_err(|_| GiveUp), Ok)?;
         Ok(number > 0.0)
     }
 
     /// How many keys each item has.
-    pub(super) fn width(&self) -> usize {
+    pub(crate) fn width(&self) -> usize {
         self.paths.len()
     }
 }
 
-fn compile_source(source: &str) -> Option<Pure> {
+fn compile_source(source: &str, arity: usize) -> Option<Pure> {
     let allocator = Allocator::default();
     let text = format!("({source})");
     let parsed = Parser::new(&allocator, &text, SourceType::default()).parse_expression().ok()?;
@@ -116,17 +191,21 @@ fn compile_source(source: &str) -> Option<Pure> {
         Expression::ArrowFunctionExpression(arrow) => arrow_parts(arrow)?,
         _ => return None,
     };
+    if params.len() != arity {
+        return None;
+    }
     let mut compiler = Compiler { params, paths: Vec::new(), nodes: 0 };
     let expr = compiler.expr(body)?;
-    Some(Pure { paths: compiler.paths, expr })
+    let objects_allowed = arity == 1 && matches!(expr, Expr::Read(..));
+    Some(Pure { paths: compiler.paths, expr, objects_allowed })
 }
 
 /// The parameter names and the returned expression of `function (a, b) { return <expr>; }`.
-fn function_parts<'a, 'b>(function: &'b Function<'a>) -> Option<([&'b str; 2], &'b Expression<'a>)> {
+fn function_parts<'a, 'b>(function: &'b Function<'a>) -> Option<(Vec<&'b str>, &'b Expression<'a>)> {
     if function.generator || function.r#async {
         return None;
     }
-    let params = two_params(&function.params)?;
+    let params = plain_params(&function.params)?;
     let body = function.body.as_ref()?;
     if !body.directives.is_empty() {
         return None;
@@ -138,11 +217,11 @@ fn function_parts<'a, 'b>(function: &'b Function<'a>) -> Option<([&'b str; 2], &
 }
 
 /// The parameter names and the expression of `(a, b) => <expr>` or `(a, b) => { return <expr>; }`.
-fn arrow_parts<'a, 'b>(arrow: &'b ArrowFunctionExpression<'a>) -> Option<([&'b str; 2], &'b Expression<'a>)> {
+fn arrow_parts<'a, 'b>(arrow: &'b ArrowFunctionExpression<'a>) -> Option<(Vec<&'b str>, &'b Expression<'a>)> {
     if arrow.r#async {
         return None;
     }
-    let params = two_params(&arrow.params)?;
+    let params = plain_params(&arrow.params)?;
     if let Some(expr) = arrow.body.as_expression() {
         return Some((params, expr));
     }
@@ -156,24 +235,24 @@ fn arrow_parts<'a, 'b>(arrow: &'b ArrowFunctionExpression<'a>) -> Option<([&'b s
     }
 }
 
-/// Exactly two distinct plain parameters: no defaults, patterns or rest.
-fn two_params<'b>(params: &'b FormalParameters<'_>) -> Option<[&'b str; 2]> {
-    if params.rest.is_some() || params.items.len() != 2 {
+/// One or two distinct plain parameters: no defaults, patterns or rest.
+fn plain_params<'b>(params: &'b FormalParameters<'_>) -> Option<Vec<&'b str>> {
+    if params.rest.is_some() || !(1..=2).contains(&params.items.len()) {
         return None;
     }
-    let name = |index: usize| -> Option<&'b str> {
-        let param = &params.items[index];
-        match (&param.pattern, &param.initializer) {
+    let names: Vec<&'b str> = params
+        .items
+        .iter()
+        .map(|param| match (&param.pattern, &param.initializer) {
             (BindingPattern::BindingIdentifier(id), None) => Some(id.name.as_str()),
             _ => None,
-        }
-    };
-    let (a, b) = (name(0)?, name(1)?);
-    (a != b).then_some([a, b])
+        })
+        .collect::<Option<_>>()?;
+    (names.len() == 1 || names[0] != names[1]).then_some(names)
 }
 
 struct Compiler<'b> {
-    params: [&'b str; 2],
+    params: Vec<&'b str>,
     paths: Vec<Vec<PropertyKey>>,
     nodes: usize,
 }
@@ -238,7 +317,9 @@ impl Compiler<'_> {
                 let argument = argument.as_expression()?;
                 Expr::LocaleCompare(Box::new(self.expr(&callee.object)?), Box::new(self.expr(argument)?))
             }
-            Expression::Identifier(_) | Expression::StaticMemberExpression(_) | Expression::ComputedMemberExpression(_) => {
+            Expression::Identifier(_)
+            | Expression::StaticMemberExpression(_)
+            | Expression::ComputedMemberExpression(_) => {
                 let (side, path) = self.path(expr)?;
                 let slot = match self.paths.iter().position(|known| *known == path) {
                     Some(slot) => slot,
@@ -257,7 +338,9 @@ impl Compiler<'_> {
     fn path(&self, expr: &Expression<'_>) -> Option<(Side, Vec<PropertyKey>)> {
         match expr.without_parentheses() {
             Expression::Identifier(id) if id.name == self.params[0] => Some((Side::X, Vec::new())),
-            Expression::Identifier(id) if id.name == self.params[1] => Some((Side::Y, Vec::new())),
+            Expression::Identifier(id) if self.params.get(1).is_some_and(|b| id.name == *b) => {
+                Some((Side::Y, Vec::new()))
+            }
             Expression::StaticMemberExpression(member) if !member.optional => {
                 let (side, mut path) = self.path(&member.object)?;
                 path.push(key(member.property.name.as_str()));
@@ -284,8 +367,9 @@ fn key(name: &str) -> PropertyKey {
     PropertyKey::from(JsString::from(name.encode_utf16().collect::<Vec<_>>().as_slice()))
 }
 
-/// `item` followed along `path` by `[[Get]]`s that run no code; the end must be a primitive.
-fn read_path(item: &JsValue, path: &[PropertyKey]) -> Option<JsValue> {
+/// `item` followed along `path` by `[[Get]]`s that run no code; the end must be a primitive unless
+/// `objects_allowed`.
+fn read_path(item: &JsValue, path: &[PropertyKey], objects_allowed: bool) -> Option<JsValue> {
     let mut value = item.clone();
     for key in path {
         value = match value.variant() {
@@ -295,7 +379,7 @@ fn read_path(item: &JsValue, path: &[PropertyKey]) -> Option<JsValue> {
             _ => return None,
         };
     }
-    (!value.is_object()).then_some(value)
+    (objects_allowed || !value.is_object()).then_some(value)
 }
 
 /// OrdinaryGet where every object on the way is ordinary (or an array) and the property found is a data property.
@@ -419,6 +503,18 @@ mod tests {
     use super::compile_source;
 
     #[test]
+    fn compiles_one_parameter_callbacks() {
+        for source in ["r => r.name", "function (r) { return r.score > 50 && r.active; }", "(r) => r.meta"] {
+            assert!(compile_source(source, 1).is_some(), "{source}");
+        }
+        for source in ["(r, i) => r.x + i", "r => seen.add(r)", "r => r.name.toUpperCase()"] {
+            assert!(compile_source(source, 1).is_none(), "{source}");
+        }
+        assert!(compile_source("r => r.meta", 1).is_some_and(|pure| pure.objects_allowed));
+        assert!(compile_source("r => r.meta.rank + 1", 1).is_some_and(|pure| !pure.objects_allowed));
+    }
+
+    #[test]
     fn compiles_one_expression_comparators_only() {
         for source in [
             "function (a, b) { return b.score - a.score || a.id - b.id; }",
@@ -428,7 +524,7 @@ mod tests {
             "(a, b) => b[1] - a[1]",
             "(a, b) => a.meta.rank - b.meta.rank",
         ] {
-            assert!(compile_source(source).is_some(), "{source}");
+            assert!(compile_source(source, 2).is_some(), "{source}");
         }
         for source in [
             "(a, b) => f(a) - f(b)",
@@ -445,8 +541,9 @@ mod tests {
             "(a, b) => a?.x - b?.x",
             "compare(a, b) { return a - b; }",
             "function (a, b) { 'use strict'; return a - b; }",
+            "(a) => a.x",
         ] {
-            assert!(compile_source(source).is_none(), "{source}");
+            assert!(compile_source(source, 2).is_none(), "{source}");
         }
     }
 }
