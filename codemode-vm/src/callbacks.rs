@@ -99,14 +99,16 @@ fn native(this: &JsValue, args: &[JsValue], captures: &Captures, context: &mut C
     if !array.is_array() {
         return None;
     }
-    let items = dense_items(&array, context)?;
-    if items.len() < pure::MIN_ITEMS {
+    // Cheapest refusals first: the length, the species, the callback (compiled once per source), then the items.
+    let len = JsArray::from_object(array.clone()).ok()?.length(context).ok()?;
+    if len < pure::MIN_ITEMS as u64 {
         return None;
     }
     if matches!(captures.method, Method::Map | Method::Filter) && !species_is_array(&array, captures) {
         return None;
     }
     let compiled = Pure::compile(&callback, 1, &captures.originals, context)?;
+    let items = dense_items(&array, len)?;
     let keys = compiled.read_keys(&items)?;
     let answers = Answers { compiled, keys, originals: &captures.originals };
     let result = match captures.method {
@@ -168,10 +170,9 @@ impl Answers<'_> {
     }
 }
 
-/// Every element of an array when each index below its length is an own data property; `None` for a hole or an
-/// accessor. Reading an array's length runs no code.
-fn dense_items(array: &JsObject, context: &mut Context) -> Option<Vec<JsValue>> {
-    let len = JsArray::from_object(array.clone()).ok()?.length(context).ok()?;
+/// Every element of an array of length `len` when each index below it is an own data property; `None` for a hole
+/// or an accessor. (Reading an array's length runs no code.)
+fn dense_items(array: &JsObject, len: u64) -> Option<Vec<JsValue>> {
     let len = u32::try_from(len).ok()?;
     let object = array.borrow();
     let properties = object.properties();
