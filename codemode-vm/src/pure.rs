@@ -31,9 +31,12 @@ pub(crate) const MIN_ITEMS: usize = 64;
 /// Compiled callbacks by arity and source text, per thread, so a callback created in a loop compiles once.
 const CACHE_ENTRIES: usize = 256;
 
+/// Compiled callbacks (or `None`, not pure) by arity and source text.
+type Cache = HashMap<(usize, String), Option<Rc<Pure>>>;
+
 thread_local! {
     static NATIVE_CALLS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-    static COMPILED: RefCell<HashMap<(usize, String), Option<Rc<Pure>>>> = RefCell::new(HashMap::new());
+    static COMPILED: RefCell<Cache> = RefCell::new(HashMap::new());
 }
 
 /// Expressions deeper or larger than this are left to real calls; comparators are one line.

@@ -138,7 +138,7 @@ fn item() -> impl Strategy<Value = String> {
         2 => format!("proxied({id})"),
         3 => "Symbol(\"s\")".to_owned(),
         4 => format!("{id}n"),
-        5..=14 => format!("{score}"),
+        5..=14 => score.to_owned(),
         15..=22 => format!("[{score}, {name}]"),
         23..=26 => name.to_owned(),
         _ => format!("rec({id}, {score}, {name})"),
