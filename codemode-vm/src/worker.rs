@@ -27,8 +27,10 @@ pub const ENV_INSTRUCTIONS: &str = "CODEMODE_WORKER_INSTRUCTIONS";
 const NEXT_CONTEXT_DELAY_MS: i32 = 2;
 /// How long a context must wait for its cell for the worker to count as serving turns rather than a busy host.
 const IDLE_THRESHOLD: std::time::Duration = std::time::Duration::from_millis(20);
-/// Stack of the engine thread: Boa recurses natively in its parser, `JSON.stringify` and friends.
-const ENGINE_STACK: usize = 256 * 1024 * 1024;
+/// Stack of the engine thread: Boa recurses natively in its parser, `JSON.stringify` and friends. `String()` of an
+/// array nested 100,000 deep (a corpus fixture) needs about 250 MiB in a debug build; 384 MiB leaves room. Only the
+/// pages a program touches are committed.
+const ENGINE_STACK: usize = 384 * 1024 * 1024;
 
 static ALLOCATED: AtomicUsize = AtomicUsize::new(0);
 static LIMIT: AtomicUsize = AtomicUsize::new(usize::MAX);

@@ -298,6 +298,22 @@ impl CodeMode {
         run::exec(self.inner.clone(), input, scope).await
     }
 
+    /// Runs one cell until it ends or `cancelled` resolves, whichever comes first. A cancelled cell is aborted on
+    /// the spot: its worker is killed, its tool calls still running are cancelled, nothing is parked, and the result
+    /// is `failed` with code `aborted`. A gateway passes the client's cancellation of the `exec` request.
+    pub async fn exec_until(
+        &self,
+        input: serde_json::Value,
+        scope: RunScope,
+        cancelled: impl std::future::Future<Output = ()>,
+    ) -> CodeModeResult {
+        tokio::select! {
+            biased;
+            result = run::exec(self.inner.clone(), input, scope) => result,
+            () = cancelled => run::cancelled(&self.inner),
+        }
+    }
+
     /// Resumes a waiting run: `input` is wait's input object (`{runId}`).
     pub async fn wait(&self, input: serde_json::Value, scope: RunScope) -> CodeModeResult {
         run::wait(self.inner.clone(), input, scope).await

@@ -402,6 +402,16 @@ pub(crate) async fn abort(inner: Arc<Inner>, run_id: &str) -> CodeModeResult {
     }
 }
 
+/// The result of a cell its caller cancelled: dropping the run killed its worker and aborted its tool calls.
+pub(crate) fn cancelled(inner: &Inner) -> CodeModeResult {
+    CodeModeResult::failed(
+        ErrorCode::Aborted,
+        FailurePhase::Host,
+        "code mode run aborted: the caller cancelled it before it ended; its tool calls were cancelled",
+        telemetry(inner, &RunCounters::default()),
+    )
+}
+
 fn store_failure(inner: &Inner, error: &StoreError) -> CodeModeResult {
     CodeModeResult::failed(error.code(), FailurePhase::Input, error.to_string(), telemetry(inner, &Default::default()))
 }

@@ -107,9 +107,17 @@ impl Gateway {
         self.upstream.shutdown().await;
     }
 
-    async fn call(&self, name: &str, input: Value, scope: RunScope) -> Result<CallToolResult, ErrorData> {
+    /// Serves one tool call. A client that cancels an `exec` (`notifications/cancelled`) aborts its run; a
+    /// cancelled `wait` still ends at the run's next stop, so a parked run is never lost.
+    async fn call(
+        &self,
+        name: &str,
+        input: Value,
+        scope: RunScope,
+        cancelled: impl std::future::Future<Output = ()>,
+    ) -> Result<CallToolResult, ErrorData> {
         let result = match name {
-            "exec" => self.code_mode.exec(input, scope).await,
+            "exec" => self.code_mode.exec_until(input, scope, cancelled).await,
             "wait" => self.code_mode.wait(input, scope).await,
             _ => {
                 let Some((server, tool)) = self.direct.get(name) else {
@@ -203,7 +211,8 @@ impl ServerHandler for GatewayServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let input = request.arguments.map_or(Value::Object(serde_json::Map::new()), Value::Object);
         let scope = self.scope(&context);
-        self.gateway.call(&request.name, input, scope).await.map(CallToolResponse::Complete)
+        let cancelled = context.ct.clone().cancelled_owned();
+        self.gateway.call(&request.name, input, scope, cancelled).await.map(CallToolResponse::Complete)
     }
 }
 

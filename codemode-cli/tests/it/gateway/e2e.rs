@@ -331,3 +331,50 @@ async fn concurrent_execs_are_served_concurrently() {
     slow.await.expect("slow task");
     quick.await.expect("quick task");
 }
+
+/// CPU time (user + system, in clock ticks) the gateway's child processes have used: workers and upstream servers.
+fn children_cpu_ticks(gateway: u32) -> u64 {
+    let mut total = 0;
+    let tasks = std::fs::read_dir(format!("/proc/{gateway}/task")).expect("the gateway runs");
+    for task in tasks.flatten() {
+        let children = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+        for child in children.split_whitespace() {
+            let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+            // Fields after the parenthesised command: state is the first, utime and stime the 12th and 13th.
+            let fields: Vec<&str> =
+                stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
+            total += fields.get(11..13).map_or(0, |f| f.iter().filter_map(|v| v.parse::<u64>().ok()).sum());
+        }
+    }
+    total
+}
+
+/// How many ticks the gateway's children use in one second from now.
+async fn ticks_in_a_second(gateway: u32) -> u64 {
+    let before = children_cpu_ticks(gateway);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    children_cpu_ticks(gateway) - before
+}
+
+#[tokio::test]
+async fn a_cancelled_exec_is_aborted_and_its_worker_stops() {
+    let (_dir, config) = fixture("timeoutMs = 30000", "");
+    let s = Session::start(&config).await;
+    let ticks_per_second = 100; // USER_HZ on Linux
+    // The client drops its call after 2.5 s, which sends `notifications/cancelled` (rmcp cancels on drop).
+    let looping = tokio::time::timeout(
+        Duration::from_millis(2500),
+        s.call("exec", json!({ "title": "spin", "code": "while (true) {}" })),
+    );
+    let measure = async {
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        ticks_in_a_second(s.pid).await
+    };
+    let (outcome, busy) = tokio::join!(looping, measure);
+    assert!(outcome.is_err(), "the loop cannot end before its 30 s timeout");
+    assert!(busy >= ticks_per_second / 2, "the looping worker burns a core while the exec runs ({busy} ticks in 1 s)");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = ticks_in_a_second(s.pid).await;
+    assert!(after < ticks_per_second / 5, "the cancelled run's worker was killed ({after} ticks in 1 s)");
+    assert_eq!(completed(&s.exec("return 1 + 1;").await), &json!(2));
+}

@@ -166,9 +166,21 @@ impl AppendString {
 /// Concatenates `strings` through an append buffer, or returns `None` when the plain copy is
 /// the better choice (short results, a right operand that dominates). `total` and `latin1` are
 /// the length and encoding the caller computed for the whole result.
+///
+/// The length check is inlined into `concat_array`; the rest is kept out of line, so that short
+/// concatenations, the common case, pay one comparison.
+#[inline]
 pub(crate) fn concat(strings: &[JsStr<'_>], total: usize, latin1: bool) -> Option<JsString> {
+    if total < MIN_LEN {
+        return None;
+    }
+    concat_long(strings, total, latin1)
+}
+
+#[inline(never)]
+fn concat_long(strings: &[JsStr<'_>], total: usize, latin1: bool) -> Option<JsString> {
     let (&first, rest) = strings.split_first()?;
-    if total < MIN_LEN || rest.is_empty() || first.len() < total / 2 {
+    if rest.is_empty() || first.len() < total / 2 {
         return None;
     }
     let rest_len = total - first.len();
