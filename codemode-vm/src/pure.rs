@@ -12,7 +12,12 @@
 //! (an accessor, a proxy, an object operand, an operator that throws) gives up before any effect, and the built-in
 //! starts over with real calls, which then do whatever they do.
 
-use std::{cell::RefCell, cmp::Ordering, collections::HashMap, rc::Rc};
+use std::{
+    cell::{Cell, RefCell},
+    cmp::Ordering,
+    collections::HashMap,
+    rc::Rc,
+};
 
 use boa_engine::{
     Context, JsNativeError, JsObject, JsResult, JsString, JsValue, JsVariant, js_string, property::PropertyKey,
@@ -28,19 +33,19 @@ use oxc_span::SourceType;
 /// Shorter arrays call the callback: compiling its source costs about as much as 100 calls.
 pub(crate) const MIN_ITEMS: usize = 64;
 
-/// Compiled callbacks by arity and source text, per thread, so a callback created in a loop compiles once.
+/// Expressions larger than this are left to real calls; callbacks worth compiling are one line.
+const MAX_NODES: usize = 64;
+
+/// How many sources the per-thread cache keeps before it starts over.
 const CACHE_ENTRIES: usize = 256;
 
-/// Compiled callbacks (or `None`, not pure) by arity and source text.
+/// Compiled callbacks (or `None`, not pure) by arity and source text, so a callback created in a loop compiles once.
 type Cache = HashMap<(usize, String), Option<Rc<Pure>>>;
 
 thread_local! {
-    static NATIVE_CALLS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    static NATIVE_CALLS: Cell<usize> = const { Cell::new(0) };
     static COMPILED: RefCell<Cache> = RefCell::new(HashMap::new());
 }
-
-/// Expressions deeper or larger than this are left to real calls; comparators are one line.
-const MAX_NODES: usize = 64;
 
 /// How many built-in calls the engines of this thread answered from a pure callback without calling it: a
 /// statistic, which the tests use to prove that the native path was taken.
@@ -53,7 +58,7 @@ pub(crate) fn count_native() {
     NATIVE_CALLS.set(NATIVE_CALLS.get() + 1);
 }
 
-/// The built-ins a pure comparator may use, captured when the context was built, before guest code ran.
+/// The built-ins a pure callback may use, captured when the context was built, before guest code ran.
 #[derive(Clone, boa_gc::Trace, boa_gc::Finalize)]
 pub(crate) struct Originals {
     /// `Function.prototype.toString`, which for an ordinary function returns its source text and runs no code.
@@ -113,7 +118,7 @@ enum Expr {
     LocaleCompare(Box<Expr>, Box<Expr>),
 }
 
-/// Something the fast path does not handle; the sort falls back to calling the comparator.
+/// Something the native path does not handle; the built-in falls back to real calls.
 pub(crate) struct GiveUp;
 
 impl Pure {
