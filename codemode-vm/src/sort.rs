@@ -4,7 +4,8 @@
 //! order that Rust's sort relies on: a comparator drives our own stable merge sort, which terminates for any
 //! answers, and the default orders sort precomputed keys under a total order. Not a new API: the observable steps
 //! (argument checks, ToObject, length, HasProperty/Get, Set/DeletePropertyOrThrow) follow the spec's
-//! `SortIndexedProperties` in order; only the sequence of comparator calls is ours, as the spec allows.
+//! `SortIndexedProperties` in order; only the sequence of comparator calls is ours, as the spec allows. A comparator
+//! that is one pure expression (`crate::pure`) is not called at all: the same merge sort asks it natively.
 
 use std::cmp::Ordering;
 
@@ -164,7 +165,7 @@ fn sort_by_pure_comparator(
     let keys = pure.read_keys(items)?;
     let width = pure.width();
     let keys_of = |i: u32| &keys[i as usize * width..(i as usize + 1) * width];
-    let order: Vec<u32> = (0..items.len() as u32).collect();
+    let order: Vec<u32> = (0..u32::try_from(items.len()).ok()?).collect();
     let order = merge_sort(order, |&x, &y| pure.after(keys_of(x), keys_of(y), originals, context)).ok()?;
     pure::count_native();
     Some(order.into_iter().map(|i| items[i as usize].clone()).collect())
