@@ -18,7 +18,7 @@ use boa_gc::{Finalize, Trace};
 
 use crate::{
     pure::{self, Originals, Pure},
-    strings::define_method,
+    strings::{builtin, define_method},
 };
 
 /// Which method, and so how the answers become a result.
@@ -60,19 +60,16 @@ struct Captures {
 /// # Errors
 ///
 /// Fails only if a built-in cannot be read or redefined, which a fresh context never does.
-pub(crate) fn install(context: &mut Context) -> JsResult<()> {
-    let originals = Originals::capture(context)?;
+pub(crate) fn install(originals: &Originals, context: &mut Context) -> JsResult<()> {
     let array = context.intrinsics().constructors().array().constructor();
     let array_proto = context.intrinsics().constructors().array().prototype();
-    let species = array.borrow().properties().get(&PropertyKey::from(JsSymbol::species()));
-    let species_getter =
-        species.and_then(|descriptor| descriptor.get().and_then(JsValue::as_object)).ok_or_else(|| {
-            boa_engine::JsNativeError::typ().with_message("the built-in Array[@@species] getter is missing")
-        })?;
+    let species_getter = species_getter(&array).ok_or_else(|| {
+        boa_engine::JsNativeError::typ().with_message("the built-in Array[@@species] getter is missing")
+    })?;
     for (name, method) in METHODS {
         let captures = Captures {
             method,
-            builtin: pure::builtin(&array_proto, name, context)?,
+            builtin: builtin(&array_proto, name, context)?,
             originals: originals.clone(),
             array: array.clone(),
             array_proto: array_proto.clone(),
@@ -109,8 +106,8 @@ fn native(this: &JsValue, args: &[JsValue], captures: &Captures, context: &mut C
     }
     let compiled = Pure::compile(&callback, 1, &captures.originals, context)?;
     let items = dense_items(&array, len)?;
-    let keys = compiled.read_keys(&items)?;
-    let answers = Answers { compiled, keys, originals: &captures.originals };
+    let keys = compiled.read_keys(&items, &captures.originals, context)?;
+    let answers = Answers { compiled, keys };
     let result = match captures.method {
         Method::Map => {
             let mapped = (0..items.len()).map(|i| answers.value(i, context)).collect::<Option<Vec<_>>>()?;
@@ -146,17 +143,16 @@ fn native(this: &JsValue, args: &[JsValue], captures: &Captures, context: &mut C
 }
 
 /// The compiled callback and the keys of every item.
-struct Answers<'o> {
+struct Answers {
     compiled: Rc<Pure>,
     keys: Vec<JsValue>,
-    originals: &'o Originals,
 }
 
-impl Answers<'_> {
+impl Answers {
     /// The callback's answer for item `i`; `None` gives up (the built-in then calls it for real).
     fn value(&self, i: usize, context: &mut Context) -> Option<JsValue> {
         let width = self.compiled.width();
-        self.compiled.value(&self.keys[i * width..(i + 1) * width], &[], self.originals, context).ok()
+        self.compiled.value(&self.keys[i * width..(i + 1) * width], &[], context).ok()
     }
 
     /// The first item whose answer is truthy, in index order, asking no further.
@@ -192,9 +188,13 @@ fn species_is_array(array: &JsObject, captures: &Captures) -> bool {
     let constructor_is_array = inherited
         .and_then(|descriptor| descriptor.value().and_then(JsValue::as_object))
         .is_some_and(|value| JsObject::equals(&value, &captures.array));
-    let species = captures.array.borrow().properties().get(&PropertyKey::from(JsSymbol::species()));
-    let species_is_builtin = species
-        .and_then(|descriptor| descriptor.get().and_then(JsValue::as_object))
-        .is_some_and(|getter| JsObject::equals(&getter, &captures.species_getter));
+    let species_is_builtin =
+        species_getter(&captures.array).is_some_and(|getter| JsObject::equals(&getter, &captures.species_getter));
     constructor_is_array && species_is_builtin
+}
+
+/// The getter of `Array[@@species]` when it is an accessor, read without running it.
+fn species_getter(array: &JsObject) -> Option<JsObject> {
+    let species = array.borrow().properties().get(&PropertyKey::from(JsSymbol::species()));
+    species.and_then(|descriptor| descriptor.get().and_then(JsValue::as_object))
 }

@@ -19,9 +19,7 @@ use std::{
     rc::Rc,
 };
 
-use boa_engine::{
-    Context, JsNativeError, JsObject, JsResult, JsString, JsValue, JsVariant, js_string, property::PropertyKey,
-};
+use boa_engine::{Context, JsObject, JsResult, JsString, JsValue, JsVariant, js_string, property::PropertyKey};
 use oxc_allocator::Allocator;
 use oxc_ast::ast::{
     ArrowFunctionExpression, BinaryOperator, BindingPattern, Expression, FormalParameters, Function, LogicalOperator,
@@ -77,18 +75,10 @@ impl Originals {
         let constructors = context.intrinsics().constructors();
         let (function_proto, string_proto) = (constructors.function().prototype(), constructors.string().prototype());
         Ok(Self {
-            function_to_string: builtin(&function_proto, "toString", context)?,
-            locale_compare: builtin(&string_proto, "localeCompare", context)?,
+            function_to_string: crate::strings::builtin(&function_proto, "toString", context)?,
+            locale_compare: crate::strings::builtin(&string_proto, "localeCompare", context)?,
         })
     }
-}
-
-/// The function at `object[name]`, read once while building a context.
-pub(crate) fn builtin(object: &JsObject, name: &str, context: &mut Context) -> JsResult<JsObject> {
-    object
-        .get(JsString::from(name), context)?
-        .as_callable()
-        .ok_or_else(|| JsNativeError::typ().with_message(format!("the built-in {name} is missing")).into())
 }
 
 /// A callback compiled from its source: the property paths it reads and the expression over them.
@@ -97,6 +87,8 @@ pub(crate) struct Pure {
     expr: Expr,
     /// A one-parameter callback that returns a read as it is (`r => r.meta`) may read objects; operators may not.
     objects_allowed: bool,
+    /// Whether the expression calls `localeCompare`, which must still be the built-in when the call starts.
+    uses_locale_compare: bool,
 }
 
 /// Which argument of the callback.
@@ -149,8 +141,18 @@ impl Pure {
         compiled
     }
 
-    /// Reads every path of every item; `None` if a read could run code or yields what the expression cannot take.
-    pub(crate) fn read_keys(&self, items: &[JsValue]) -> Option<Vec<JsValue>> {
+    /// Reads every path of every item; `None` if a read could run code or yields what the expression cannot take,
+    /// or if the expression calls a `localeCompare` that is no longer the built-in. Nothing the expression reads
+    /// can change while a built-in evaluates it, so this is checked once per call.
+    pub(crate) fn read_keys(
+        &self,
+        items: &[JsValue],
+        originals: &Originals,
+        context: &Context,
+    ) -> Option<Vec<JsValue>> {
+        if self.uses_locale_compare && !locale_compare_is_original(originals, context) {
+            return None;
+        }
         let mut keys = Vec::with_capacity(items.len() * self.paths.len());
         for item in items {
             for path in &self.paths {
@@ -161,25 +163,13 @@ impl Pure {
     }
 
     /// The callback's result for an item with keys `x` (and, for a comparator, a second item with keys `y`).
-    pub(crate) fn value(
-        &self,
-        x: &[JsValue],
-        y: &[JsValue],
-        originals: &Originals,
-        context: &mut Context,
-    ) -> Result<JsValue, GiveUp> {
-        Eval { x, y, originals }.eval(&self.expr, context)
+    pub(crate) fn value(&self, x: &[JsValue], y: &[JsValue], context: &mut Context) -> Result<JsValue, GiveUp> {
+        Eval { x, y }.eval(&self.expr, context)
     }
 
     /// Whether the item with keys `x` goes after the one with keys `y`, as `comparefn(x, y) > 0` says.
-    pub(crate) fn after(
-        &self,
-        x: &[JsValue],
-        y: &[JsValue],
-        originals: &Originals,
-        context: &mut Context,
-    ) -> Result<bool, GiveUp> {
-        let result = self.value(x, y, originals, context)?;
+    pub(crate) fn after(&self, x: &[JsValue], y: &[JsValue], context: &mut Context) -> Result<bool, GiveUp> {
+        let result = self.value(x, y, context)?;
         let number = result.as_number().map_or_else(|| result.to_number(context).map_err(|_| GiveUp), Ok)?;
         Ok(number > 0.0)
     }
@@ -202,10 +192,10 @@ fn compile_source(source: &str, arity: usize) -> Option<Pure> {
     if params.len() != arity {
         return None;
     }
-    let mut compiler = Compiler { params, paths: Vec::new(), nodes: 0 };
+    let mut compiler = Compiler { params, paths: Vec::new(), nodes: 0, uses_locale_compare: false };
     let expr = compiler.expr(body)?;
     let objects_allowed = arity == 1 && matches!(expr, Expr::Read(..));
-    Some(Pure { paths: compiler.paths, expr, objects_allowed })
+    Some(Pure { paths: compiler.paths, expr, objects_allowed, uses_locale_compare: compiler.uses_locale_compare })
 }
 
 /// The parameter names and the returned expression of `function (a, b) { return <expr>; }`.
@@ -263,6 +253,7 @@ struct Compiler<'b> {
     params: Vec<&'b str>,
     paths: Vec<Vec<PropertyKey>>,
     nodes: usize,
+    uses_locale_compare: bool,
 }
 
 impl Compiler<'_> {
@@ -323,6 +314,7 @@ impl Compiler<'_> {
                 }
                 let [argument] = call.arguments.as_slice() else { return None };
                 let argument = argument.as_expression()?;
+                self.uses_locale_compare = true;
                 Expr::LocaleCompare(Box::new(self.expr(&callee.object)?), Box::new(self.expr(argument)?))
             }
             Expression::Identifier(_)
@@ -415,7 +407,6 @@ fn read_data_property(object: &JsObject, key: &PropertyKey) -> Option<JsValue> {
 struct Eval<'k> {
     x: &'k [JsValue],
     y: &'k [JsValue],
-    originals: &'k Originals,
 }
 
 impl Eval<'_> {
@@ -455,9 +446,6 @@ impl Eval<'_> {
             Expr::LocaleCompare(this, that) => {
                 let (this, that) = (self.eval(this, context)?, self.eval(that, context)?);
                 let (Some(s), Some(t)) = (this.as_string(), that.as_string()) else { return Err(GiveUp) };
-                if !self.locale_compare_is_original(context) {
-                    return Err(GiveUp);
-                }
                 // Boa's `localeCompare` without Intl compares code units.
                 JsValue::new(match s.cmp(&t) {
                     Ordering::Less => -1,
@@ -467,16 +455,16 @@ impl Eval<'_> {
             }
         })
     }
+}
 
-    /// `String.prototype.localeCompare` is still the built-in, as a data property (reading it runs no code).
-    fn locale_compare_is_original(&self, context: &mut Context) -> bool {
-        let prototype = context.intrinsics().constructors().string().prototype();
-        let installed = prototype.borrow().properties().get(&PropertyKey::from(js_string!("localeCompare")));
-        installed
-            .and_then(|descriptor| descriptor.value().cloned())
-            .and_then(|value| value.as_object())
-            .is_some_and(|function| JsObject::equals(&function, &self.originals.locale_compare))
-    }
+/// `String.prototype.localeCompare` is still the built-in, as a data property (reading it runs no code).
+fn locale_compare_is_original(originals: &Originals, context: &Context) -> bool {
+    let prototype = context.intrinsics().constructors().string().prototype();
+    let installed = prototype.borrow().properties().get(&PropertyKey::from(js_string!("localeCompare")));
+    installed
+        .and_then(|descriptor| descriptor.value().cloned())
+        .and_then(|value| value.as_object())
+        .is_some_and(|function| JsObject::equals(&function, &originals.locale_compare))
 }
 
 /// A binary operator on two primitives, by Boa's own implementation (the interpreter's).

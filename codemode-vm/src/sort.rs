@@ -18,7 +18,7 @@ use boa_gc::{Finalize, Trace};
 
 use crate::{
     pure::{self, Originals, Pure},
-    strings::define_method,
+    strings::{builtin, define_method},
 };
 
 /// Installs the sorts on `Array.prototype` and `%TypedArray%.prototype`.
@@ -26,8 +26,7 @@ use crate::{
 /// # Errors
 ///
 /// Fails only if a prototype property cannot be read or redefined, which a fresh context never does.
-pub(crate) fn install(context: &mut Context) -> JsResult<()> {
-    let originals = Originals::capture(context)?;
+pub(crate) fn install(originals: &Originals, context: &mut Context) -> JsResult<()> {
     let array_proto = context.intrinsics().constructors().array().prototype();
     let methods: [(&str, ArrayMethod); 2] = [("sort", array_sort), ("toSorted", array_to_sorted)];
     for (name, function) in methods {
@@ -36,12 +35,10 @@ pub(crate) fn install(context: &mut Context) -> JsResult<()> {
         define_method(&array_proto, key.clone().into(), key, 1, function, context)?;
     }
     let typed_proto = context.intrinsics().constructors().typed_array().prototype();
-    let builtin = |name: &str, context: &mut Context| -> JsResult<JsObject> {
-        typed_proto.get(JsString::from(name), context)?.as_callable().ok_or_else(|| {
-            JsNativeError::typ().with_message(format!("%TypedArray%.prototype.{name} is missing")).into()
-        })
+    let originals = TypedBuiltins {
+        at: builtin(&typed_proto, "at", context)?,
+        to_reversed: builtin(&typed_proto, "toReversed", context)?,
     };
-    let originals = TypedBuiltins { at: builtin("at", context)?, to_reversed: builtin("toReversed", context)? };
     let typed: [(&str, TypedMethod); 2] = [("sort", typed_sort), ("toSorted", typed_to_sorted)];
     for (name, function) in typed {
         let key = JsString::from(name);
@@ -162,11 +159,11 @@ fn sort_by_pure_comparator(
         return None;
     }
     let pure = Pure::compile(comparefn, 2, originals, context)?;
-    let keys = pure.read_keys(items)?;
+    let keys = pure.read_keys(items, originals, context)?;
     let width = pure.width();
     let keys_of = |i: u32| &keys[i as usize * width..(i as usize + 1) * width];
     let order: Vec<u32> = (0..u32::try_from(items.len()).ok()?).collect();
-    let order = merge_sort(order, |&x, &y| pure.after(keys_of(x), keys_of(y), originals, context)).ok()?;
+    let order = merge_sort(order, |&x, &y| pure.after(keys_of(x), keys_of(y), context)).ok()?;
     pure::count_native();
     Some(order.into_iter().map(|i| items[i as usize].clone()).collect())
 }

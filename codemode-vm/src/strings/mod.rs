@@ -53,8 +53,9 @@ pub fn install(context: &mut Context) -> JsResult<()> {
     }
     regexp::install(context)?;
     crate::json::install(context)?;
-    crate::sort::install(context)?;
-    crate::callbacks::install(context)
+    let originals = crate::pure::Originals::capture(context)?;
+    crate::sort::install(&originals, context)?;
+    crate::callbacks::install(&originals, context)
 }
 
 /// `String.prototype.repeat`, building the result in one buffer: Boa's collects `count` slices first (24 bytes per
@@ -112,6 +113,14 @@ pub(crate) fn define_method(
         context,
     )?;
     Ok(function.into())
+}
+
+/// The function at `object[name]`, read once while building a context.
+pub(crate) fn builtin(object: &JsObject, name: &str, context: &mut Context) -> JsResult<JsObject> {
+    object
+        .get(JsString::from(name), context)?
+        .as_callable()
+        .ok_or_else(|| JsNativeError::typ().with_message(format!("the built-in {name} is missing")).into())
 }
 
 /// `GetMethod(V, P)` for an object `V`.

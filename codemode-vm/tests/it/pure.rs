@@ -6,28 +6,13 @@
 
 use proptest::prelude::*;
 
-use boa_engine::{Context, Source};
+use super::strings::{boa_here, on_engine_thread};
 
-/// Runs `program` in a fresh context with our built-ins, on a thread of its own with a large stack; returns its
-/// completion value and whether a sort took the native path.
+/// Runs `program` in a fresh context with our built-ins, on an engine thread of its own; returns its completion
+/// value and whether a call took the native path (the counter is per thread).
 fn run(program: &str) -> (String, bool) {
     let program = program.to_owned();
-    std::thread::Builder::new()
-        .stack_size(64 * 1024 * 1024)
-        .spawn(move || {
-            let mut context = Context::builder().instructions_remaining(1 << 40).build().expect("a context builds");
-            codemode_vm::strings::install(&mut context).expect("install succeeds");
-            let out = match context.eval(Source::from_bytes(&program)) {
-                Ok(value) => {
-                    value.to_string(&mut context).map_or_else(|e| e.to_string(), |s| s.to_std_string_escaped())
-                }
-                Err(error) => format!("harness {error}"),
-            };
-            (out, codemode_vm::pure_calls() > 0)
-        })
-        .expect("the engine thread starts")
-        .join()
-        .expect("the engine thread returns")
+    on_engine_thread(move || (boa_here(&program, true), codemode_vm::pure_calls() > 0))
 }
 
 /// The program's completion value: the result's labels (and the array's, for a sort), the log, or the error's name.

@@ -66,17 +66,23 @@ pub(crate) fn node(programs: &[String]) -> Vec<String> {
 
 /// Runs `program` in a fresh Boa context, with our built-ins when `install` is set and Boa's own otherwise.
 pub(crate) fn boa(program: &str, install: bool) -> String {
-    // On a large stack, as in the worker: Boa recurses natively, and a test thread has 2 MiB.
     let program = program.to_owned();
+    on_engine_thread(move || boa_here(&program, install))
+}
+
+/// Runs `f` on a thread of its own with a large stack, as in the worker: Boa recurses natively, and a test thread
+/// has 2 MiB.
+pub(crate) fn on_engine_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     std::thread::Builder::new()
         .stack_size(64 * 1024 * 1024)
-        .spawn(move || boa_here(&program, install))
+        .spawn(f)
         .expect("the engine thread starts")
         .join()
         .expect("the engine thread returns")
 }
 
-fn boa_here(program: &str, install: bool) -> String {
+/// [`boa`] on the calling thread.
+pub(crate) fn boa_here(program: &str, install: bool) -> String {
     let mut context = Context::builder().instructions_remaining(1 << 40).build().expect("a context builds");
     if install {
         codemode_vm::strings::install(&mut context).expect("install succeeds");

@@ -67,17 +67,10 @@ impl Session {
 
     /// The pid of the gateway's child process whose command line contains `needle`.
     pub fn upstream_pid(&self, needle: &str) -> Option<u32> {
-        let tasks = std::fs::read_dir(format!("/proc/{}/task", self.pid)).ok()?;
-        for task in tasks.flatten() {
-            let children = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
-            for child in children.split_whitespace().filter_map(|c| c.parse::<u32>().ok()) {
-                let cmdline = std::fs::read(format!("/proc/{child}/cmdline")).unwrap_or_default();
-                if String::from_utf8_lossy(&cmdline).contains(needle) && alive(child) {
-                    return Some(child);
-                }
-            }
-        }
-        None
+        children(self.pid).into_iter().find(|child| {
+            let cmdline = std::fs::read(format!("/proc/{child}/cmdline")).unwrap_or_default();
+            String::from_utf8_lossy(&cmdline).contains(needle) && alive(*child)
+        })
     }
 }
 
@@ -332,21 +325,30 @@ async fn concurrent_execs_are_served_concurrently() {
     quick.await.expect("quick task");
 }
 
+/// The pids of a process's children, from every one of its threads (`/proc/<pid>/task/*/children`).
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
+    tasks
+        .flatten()
+        .flat_map(|task| {
+            let children = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+            children.split_whitespace().filter_map(|c| c.parse::<u32>().ok()).collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 /// CPU time (user + system, in clock ticks) the gateway's child processes have used: workers and upstream servers.
 fn children_cpu_ticks(gateway: u32) -> u64 {
-    let mut total = 0;
-    let tasks = std::fs::read_dir(format!("/proc/{gateway}/task")).expect("the gateway runs");
-    for task in tasks.flatten() {
-        let children = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
-        for child in children.split_whitespace() {
+    children(gateway)
+        .into_iter()
+        .map(|child| {
             let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
             // Fields after the parenthesised command: state is the first, utime and stime the 12th and 13th.
             let fields: Vec<&str> =
                 stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
-            total += fields.get(11..13).map_or(0, |f| f.iter().filter_map(|v| v.parse::<u64>().ok()).sum());
-        }
-    }
-    total
+            fields.get(11..13).map_or(0, |f| f.iter().filter_map(|v| v.parse::<u64>().ok()).sum::<u64>())
+        })
+        .sum()
 }
 
 /// How many ticks the gateway's children use in one second from now.
