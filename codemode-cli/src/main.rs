@@ -43,6 +43,9 @@ struct Common {
     /// The session id runs and store/load are scoped to.
     #[arg(long, default_value = "cli")]
     session: String,
+    /// How workers confine themselves: required (default), best-effort (run without what the kernel lacks) or off.
+    #[arg(long, value_name = "MODE", default_value = "required", value_parser = codemode_cli::gateway::parse_confinement)]
+    confinement: codemode::Confinement,
 }
 
 #[derive(Subcommand)]
@@ -159,6 +162,7 @@ fn engine(common: &Common) -> anyhow::Result<CodeMode> {
         .state_dir(common.state.clone())
         .worker(codemode::vm::pool::WorkerCommand::current_exe(&[WORKER_MARKER])?)
         .warm_workers(1)
+        .confinement(common.confinement)
         .build()?;
     Ok(engine)
 }

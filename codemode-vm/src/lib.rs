@@ -5,6 +5,7 @@
 //! ([`source`]) run in the host before any worker is touched.
 
 mod callbacks;
+pub mod confine;
 pub mod engine;
 mod json;
 pub mod pool;

@@ -11,6 +11,9 @@ use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
+use crate::confine::{
+    Confinement, ConfinementReport, ENV_ADDRESS_SPACE, ENV_CONFINEMENT, EXIT_CONFINEMENT, OPT_OUT_HINT,
+};
 use crate::protocol::{GuestGlobals, HostMessage, WorkerMessage};
 use crate::worker::{ENV_INSTRUCTIONS, ENV_MEMORY, EXIT_MEMORY};
 
@@ -42,6 +45,9 @@ pub enum PoolError {
     /// The worker's pipe broke.
     #[error("the code mode worker pipe broke: {0}")]
     Pipe(#[from] std::io::Error),
+    /// The worker could not confine itself and ended before running anything.
+    #[error("the code mode worker could not confine itself ({0}); {OPT_OUT_HINT}")]
+    Confinement(String),
 }
 
 /// How to start a worker process.
@@ -103,6 +109,8 @@ pub struct PoolConfig {
     pub instructions: u64,
     /// The globals every context is built with, sent to each worker as it starts; `None` leaves them to `Start`.
     pub globals: Option<Arc<GuestGlobals>>,
+    /// How each worker confines itself before it runs anything (default [`Confinement::Required`]).
+    pub confinement: Confinement,
 }
 
 /// Pre-started workers, each with a context already built.
@@ -210,25 +218,25 @@ impl WorkerPool {
         });
     }
 
+    /// The worker's address-space limit: twice the guest's budget, the worker's own needs, and 1 GiB for the
+    /// engine thread's stack reservation and the allocator's arenas.
+    fn address_space(&self) -> u64 {
+        self.config.memory_limit_bytes.saturating_mul(2).saturating_add(WORKER_BASE_MEMORY + 1024 * 1024 * 1024)
+    }
+
     fn spawn(&self) -> Result<WorkerProcess, PoolError> {
         let command = &self.config.command;
         let mut cmd = Command::new(&command.program);
         cmd.args(&command.args)
             .env(ENV_MEMORY, self.config.memory_limit_bytes.to_string())
             .env(ENV_INSTRUCTIONS, self.config.instructions.to_string())
+            .env(ENV_CONFINEMENT, self.config.confinement.as_str())
+            // The worker sets it itself, as the first step of its confinement, so a failure is handled and reported.
+            .env(ENV_ADDRESS_SPACE, self.address_space().to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        let address_space = self.config.memory_limit_bytes.saturating_mul(2) + WORKER_BASE_MEMORY + 1024 * 1024 * 1024;
-        // SAFETY: setrlimit is async-signal-safe and touches only the child between fork and exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                let limit = libc::rlimit { rlim_cur: address_space, rlim_max: address_space };
-                libc::setrlimit(libc::RLIMIT_AS, &limit);
-                Ok(())
-            });
-        }
         let mut child =
             cmd.spawn().map_err(|source| PoolError::Spawn { path: command.program.display().to_string(), source })?;
         let mut stdin = child.stdin.take().expect("stdin is piped");
@@ -271,6 +279,7 @@ impl WorkerPool {
             stdout: BufReader::new(stdout),
             stderr_tail,
             line: String::new(),
+            confinement: None,
         })
     }
 }
@@ -282,6 +291,8 @@ pub enum Death {
     Memory,
     /// It overflowed its stack.
     Stack,
+    /// It could not confine itself and ended before running anything: the step that failed, and why.
+    Confinement(String),
     /// Any other end: exit code or signal, with the end of its stderr.
     Other(String),
 }
@@ -296,6 +307,9 @@ impl Death {
             Death::Stack => "code mode stack limit exceeded: the program nested too deeply (recursion, or data \
                              nested thousands of levels deep being stringified). Flatten the data or iterate."
                 .into(),
+            Death::Confinement(what) => {
+                format!("code mode runtime unavailable: the worker could not confine itself ({what}); {OPT_OUT_HINT}")
+            }
             Death::Other(what) => format!("code mode worker ended unexpectedly ({what}); the host is unaffected"),
         }
     }
@@ -311,6 +325,8 @@ pub struct WorkerProcess {
     stdout: BufReader<ChildStdout>,
     stderr_tail: Arc<Mutex<String>>,
     line: String,
+    /// What the worker reported in its first message, once read.
+    confinement: Option<ConfinementReport>,
 }
 
 impl WorkerProcess {
@@ -324,12 +340,28 @@ impl WorkerProcess {
         self.child.id()
     }
 
+    /// The confinement the worker reported in its first message; `None` until [`WorkerProcess::recv`] has read it.
+    pub fn confinement(&self) -> Option<&ConfinementReport> {
+        self.confinement.as_ref()
+    }
+
     /// Sends one message.
     ///
     /// # Errors
     ///
     /// When the pipe is broken (the worker died).
     pub async fn send(&mut self, message: &HostMessage) -> Result<(), PoolError> {
+        match self.write(message).await {
+            Err(PoolError::Pipe(e)) => match self.death().await {
+                // A worker that could not confine itself closed its pipe on purpose: say why.
+                Death::Confinement(what) => Err(PoolError::Confinement(what)),
+                _ => Err(PoolError::Pipe(e)),
+            },
+            other => other,
+        }
+    }
+
+    async fn write(&mut self, message: &HostMessage) -> Result<(), PoolError> {
         let mut text = serde_json::to_vec(message).expect("host messages always serialize");
         text.push(b'\n');
         if let Some(task) = self.configuring.take() {
@@ -341,7 +373,8 @@ impl WorkerProcess {
         Ok(())
     }
 
-    /// The next message other than `Ready`, or how the worker died.
+    /// The next message other than `Ready` and `Confined` (kept for [`WorkerProcess::confinement`]), or how the
+    /// worker died.
     pub async fn recv(&mut self) -> Result<WorkerMessage, Death> {
         loop {
             self.line.clear();
@@ -350,6 +383,11 @@ impl WorkerProcess {
                 Ok(0) | Err(_) => return Err(self.death().await),
                 Ok(_) => match serde_json::from_str::<WorkerMessage>(&self.line) {
                     Ok(WorkerMessage::Ready) => continue,
+                    Ok(WorkerMessage::Confined(report)) => {
+                        warn_unconfined(&report);
+                        self.confinement = Some(report);
+                        continue;
+                    }
                     Ok(message) => return Ok(message),
                     Err(e) => {
                         let _ = self.child.start_kill();
@@ -365,6 +403,12 @@ impl WorkerProcess {
         // Give the stderr reader a moment to collect the last words.
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         let tail = self.stderr_tail.lock().expect("stderr lock").clone();
+        if let Ok(status) = &status
+            && status.code() == Some(EXIT_CONFINEMENT)
+        {
+            let line = tail.lines().rev().find(|l| l.contains("confinement step")).unwrap_or("no reason given");
+            return Death::Confinement(line.trim_start_matches("codemode worker: ").to_owned());
+        }
         if tail.contains("overflowed its stack") || tail.contains("stack overflow") {
             return Death::Stack;
         }
@@ -390,4 +434,20 @@ impl WorkerProcess {
     pub async fn kill(mut self) {
         let _ = self.child.kill().await;
     }
+}
+
+/// Logs, once per process, a worker that runs without part of its confinement (best effort, or off).
+fn warn_unconfined(report: &ConfinementReport) {
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if report.fully_applied() || WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    let missing: Vec<String> = report
+        .missing()
+        .map(|s| match &s.outcome {
+            crate::confine::StepOutcome::Failed { error } => format!("{} ({error})", s.step),
+            _ => format!("{} (skipped)", s.step),
+        })
+        .collect();
+    tracing::warn!("code mode workers run with confinement {} and without: {}", report.mode, missing.join(", "));
 }

@@ -7,6 +7,8 @@
 use codemode_bridge::{BridgeRequest, Journal, OutputItem, Round};
 use serde::{Deserialize, Serialize};
 
+use crate::confine::ConfinementReport;
+
 /// One MCP server as the guest sees it under `MCP.<global>`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct GuestNamespace {
@@ -121,6 +123,8 @@ pub enum CellFailure {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "t", rename_all = "camelCase")]
 pub enum WorkerMessage {
+    /// The worker's first message: the confinement in force before it read anything from the host.
+    Confined(ConfinementReport),
     /// The worker's next context is built; it reads the next `Start`.
     Ready,
     /// An output item, as soon as it is produced.

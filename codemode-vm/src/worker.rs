@@ -14,6 +14,7 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::confine::{ConfinementReport, Confiner, ENV_ADDRESS_SPACE};
 use crate::engine::Engine;
 use crate::protocol::{HostMessage, WorkerMessage};
 
@@ -100,15 +101,32 @@ pub fn run_worker() -> ! {
     tune_malloc();
     let memory = std::env::var(ENV_MEMORY).ok().and_then(|v| v.parse::<usize>().ok());
     let instructions = std::env::var(ENV_INSTRUCTIONS).ok().and_then(|v| v.parse::<u64>().ok()).unwrap_or(u64::MAX);
+    let address_space = std::env::var(ENV_ADDRESS_SPACE).ok().and_then(|v| v.parse::<u64>().ok());
+    // Confinement comes before any host message is read: the Landlock steps here, while this is the only thread,
+    // the seccomp filter on the engine thread once it exists (see `confine`).
+    let mut confiner = Confiner::from_env();
+    confiner.before_threads(address_space);
     let engine_thread = std::thread::Builder::new()
         .name("codemode-engine".into())
         .stack_size(ENGINE_STACK)
         .spawn(move || {
+            #[cfg(feature = "confine-probe")]
+            let probe_skips_seccomp = crate::confine::probe::without_seccomp();
+            #[cfg(not(feature = "confine-probe"))]
+            let probe_skips_seccomp = false;
+            if !probe_skips_seccomp {
+                confiner.seccomp();
+            }
+            #[cfg(feature = "confine-probe")]
+            if crate::confine::probe::enabled() {
+                crate::confine::probe::run(confiner.report());
+                return Ok(());
+            }
             if let Some(memory) = memory {
                 // Arm the limit above what the process already holds, so the budget is the guest's.
                 LIMIT.store(ALLOCATED.load(Ordering::Relaxed).saturating_add(memory), Ordering::Relaxed);
             }
-            serve(instructions)
+            serve(instructions, confiner.into_report())
         })
         .expect("the engine thread starts");
     let code = match engine_thread.join() {
@@ -139,9 +157,11 @@ fn write_message(out: &mut impl Write, message: &WorkerMessage) -> std::io::Resu
     out.flush()
 }
 
-fn serve(instructions: u64) -> std::io::Result<()> {
+fn serve(instructions: u64, confinement: ConfinementReport) -> std::io::Result<()> {
     let mut input = BufReader::new(File::from(std::io::stdin().as_fd().try_clone_to_owned()?));
     let out = Rc::new(std::cell::RefCell::new(BufWriter::new(std::io::stdout())));
+    // The first message says what confinement is in force.
+    write_message(&mut *out.borrow_mut(), &WorkerMessage::Confined(confinement))?;
     let mut line = String::new();
     // The first message may configure the globals every context is built with; anything else is kept for the
     // first context.
@@ -271,7 +291,11 @@ impl KeepWarm {
     fn tick(&mut self) {
         let scratch = match &mut self.scratch {
             Some(scratch) => scratch,
-            None => match boa_engine::context::ContextBuilder::new().instructions_remaining(1_000_000).build() {
+            None => match boa_engine::context::ContextBuilder::new()
+                .module_loader(Rc::new(boa_engine::module::IdleModuleLoader))
+                .instructions_remaining(1_000_000)
+                .build()
+            {
                 Ok(context) => self.scratch.insert(context),
                 Err(_) => return,
             },

@@ -60,9 +60,11 @@ pub use codemode_bridge::{CodeModeResult, ErrorCode, FailurePhase, OutputItem, T
 pub use codemode_catalog::{ToolDefinition, ToolSource};
 pub use codemode_config::Limits;
 pub use codemode_surface::ToolSpec;
+pub use codemode_vm::confine::Confinement;
 
 use codemode_catalog::{Catalog, CatalogOptions};
 use codemode_snapshot::{CheckpointBackend, FileBackend, MemoryBackend, RunStore, SessionStore, SystemClock};
+use codemode_vm::confine::Confinement;
 use codemode_vm::pool::{PoolConfig, WorkerCommand, WorkerPool};
 use codemode_vm::protocol::{GuestGlobals, GuestNamespace};
 
@@ -124,6 +126,7 @@ pub struct CodeModeBuilder {
     state_dir: Option<PathBuf>,
     worker: Option<WorkerCommand>,
     warm_workers: Option<usize>,
+    confinement: Confinement,
     replay_on_resume: bool,
     live_window: Option<Duration>,
 }
@@ -171,6 +174,14 @@ impl CodeModeBuilder {
         self
     }
 
+    /// How each worker confines itself before it runs guest code (default [`Confinement::Required`]: Landlock and
+    /// seccomp must apply, or the worker ends and exec fails with `runtime_unavailable`). `BestEffort` runs on a
+    /// kernel without them and logs what is missing; `Off` applies none.
+    pub fn confinement(mut self, confinement: Confinement) -> Self {
+        self.confinement = confinement;
+        self
+    }
+
     /// Drops a parked run's live worker, so every `wait` resumes by replay (for tests and for hosts that prefer
     /// to hold no process per parked run).
     pub fn replay_on_resume(mut self, yes: bool) -> Self {
@@ -208,6 +219,7 @@ impl CodeModeBuilder {
             memory_limit_bytes: self.limits.memory_limit_bytes,
             instructions,
             globals: Some(globals),
+            confinement: self.confinement,
         });
         pool.fill()?;
         let (runs, sessions) = match &self.state_dir {

@@ -451,6 +451,9 @@ fn death_result(inner: &Inner, run: &mut LiveRun, death: &Death) -> CodeModeResu
     let code = match death {
         Death::Memory | Death::Stack => ErrorCode::MemoryLimitExceeded,
         Death::Other(_) => ErrorCode::InternalError,
+        Death::Confinement(_) => {
+            return fail(inner, run, ErrorCode::RuntimeUnavailable, FailurePhase::Host, death.message());
+        }
     };
     fail(inner, run, code, FailurePhase::Guest, death.message())
 }

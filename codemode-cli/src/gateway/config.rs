@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use codemode::Confinement;
 use codemode_config::{LIMIT_KEYS, Limits};
 use serde_json::{Map, Value};
 
@@ -65,6 +66,8 @@ pub struct GatewayConfig {
     pub servers: BTreeMap<String, ServerConfig>,
     /// Where suspended runs are kept, if set (`state_dir` in TOML, `stateDir` in JSON).
     pub state_dir: Option<PathBuf>,
+    /// How workers confine themselves (`confinement`: `required`, the default, `best_effort` or `off`).
+    pub confinement: Confinement,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -73,7 +76,7 @@ enum Format {
     Json,
 }
 
-const TOML_TOP_KEYS: [&str; 3] = ["limits", "servers", "state_dir"];
+const TOML_TOP_KEYS: [&str; 4] = ["limits", "servers", "state_dir", "confinement"];
 const TOML_SERVER_KEYS: [&str; 7] = ["command", "args", "env", "url", "startup", "deny", "direct"];
 
 impl GatewayConfig {
@@ -162,6 +165,17 @@ impl Checker<'_> {
             Some(Value::String(s)) if !s.is_empty() => Some(PathBuf::from(s)),
             Some(_) => return Err(self.err(state_key, "must be a non-empty string", "write a directory path")),
         };
+        let confinement = match root.get("confinement").map(|v| v.as_str().and_then(Confinement::parse)) {
+            None => Confinement::default(),
+            Some(Some(confinement)) => confinement,
+            Some(None) => {
+                return Err(self.err(
+                    "confinement",
+                    "must be \"required\", \"best_effort\" or \"off\"",
+                    "keep \"required\" unless the kernel lacks Landlock or seccomp",
+                ));
+            }
+        };
         let servers = match root.get(servers_key) {
             None => {
                 return Err(self.err(
@@ -189,7 +203,7 @@ impl Checker<'_> {
         if out.is_empty() {
             return Err(self.err(servers_key, "names no enabled server", "add at least one server"));
         }
-        Ok(GatewayConfig { file: self.file.to_path_buf(), limits, servers: out, state_dir })
+        Ok(GatewayConfig { file: self.file.to_path_buf(), limits, servers: out, state_dir, confinement })
     }
 
     fn limits(&self, value: &Value) -> Result<Limits, Error> {
@@ -411,6 +425,20 @@ mod tests {
     }
 
     #[test]
+    fn confinement_defaults_to_required_and_reads_the_other_modes() {
+        let servers = "[servers.a]\ncommand = \"node\"\n";
+        let read = |head: &str| GatewayConfig::parse(Path::new("gw.toml"), &format!("{head}{servers}"));
+        assert_eq!(read("").unwrap().confinement, Confinement::Required);
+        assert_eq!(read("confinement = \"best_effort\"\n").unwrap().confinement, Confinement::BestEffort);
+        assert_eq!(read("confinement = \"off\"\n").unwrap().confinement, Confinement::Off);
+        assert_eq!(
+            toml_err(&format!("confinement = \"none\"\n{servers}")),
+            "gw.toml: confinement: must be \"required\", \"best_effort\" or \"off\" (fix: keep \"required\" unless \
+             the kernel lacks Landlock or seccomp)"
+        );
+    }
+
+    #[test]
     fn full_toml_loads() {
         let text = r#"
 state_dir = "/tmp/cm"
@@ -475,7 +503,7 @@ url = "http://127.0.0.1:3001/mcp"
     fn unknown_top_key_suggests() {
         assert_eq!(
             toml_err("[server.a]\ncommand = \"x\"\n"),
-            "gw.toml: server: is not a known key (fix: did you mean `servers`? known keys: limits, servers, state_dir)"
+            "gw.toml: server: is not a known key (fix: did you mean `servers`? known keys: limits, servers, state_dir, confinement)"
         );
     }
 

@@ -67,6 +67,19 @@ pub struct GatewayArgs {
     /// Keep suspended runs in this directory (overrides the config's `state_dir`).
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+    /// How workers confine themselves: required (default), best-effort or off (overrides the config's
+    /// `confinement`).
+    #[arg(long, value_name = "MODE", value_parser = parse_confinement)]
+    pub confinement: Option<codemode::Confinement>,
+}
+
+/// Reads `--confinement`.
+///
+/// # Errors
+///
+/// A name other than `required`, `best-effort` (`best_effort`) or `off`.
+pub fn parse_confinement(name: &str) -> Result<codemode::Confinement, String> {
+    codemode::Confinement::parse(name).ok_or_else(|| format!("`{name}` is not one of required, best-effort, off"))
 }
 
 /// Runs the gateway until the client disconnects (stdio) or the process is interrupted (HTTP).
@@ -76,7 +89,10 @@ pub struct GatewayArgs {
 /// A bad config (with the file, the key and the fix), an engine that cannot start, or a transport that cannot be
 /// served. Upstream servers that fail at start are reported on stderr and left out instead.
 pub async fn run_gateway(args: GatewayArgs) -> anyhow::Result<()> {
-    let config = GatewayConfig::load(&args.config)?;
+    let mut config = GatewayConfig::load(&args.config)?;
+    if let Some(confinement) = args.confinement {
+        config.confinement = confinement;
+    }
     if let Some(addr) = args.http
         && !addr.ip().is_loopback()
     {

@@ -74,6 +74,7 @@ impl Gateway {
             .tools(definitions)
             .host(host)
             .state_dir(state_dir)
+            .confinement(config.confinement)
             .worker(WorkerCommand::current_exe(&[WORKER_ARG]).map_err(|e| Error::Engine(e.to_string()))?)
             .build()
             .map_err(|e| Error::Engine(e.to_string()))?;

@@ -60,6 +60,9 @@ impl Engine {
         let mut context = ContextBuilder::new()
             .clock(clock.clone())
             .host_hooks(Rc::new(GuestHooks))
+            // No module loader: the source checks reject `import`, and Boa's default one resolves the worker's
+            // working directory, which a confined worker may not read.
+            .module_loader(Rc::new(boa_engine::module::IdleModuleLoader))
             .instructions_remaining(usize::try_from(instructions).unwrap_or(usize::MAX))
             .build()?;
         let state: Shared = Rc::new(RefCell::new(BridgeState::new(sink)));

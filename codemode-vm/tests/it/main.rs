@@ -1,6 +1,7 @@
 //! Integration tests of the executor: source checks, the engine and its encoder in-process, and the worker process.
 
 mod appends;
+mod confine;
 mod encode;
 mod natives;
 mod pure;
