@@ -109,7 +109,7 @@ pub(crate) async fn exec(inner: Arc<Inner>, input: Value, scope: RunScope) -> Co
         Ok(input) => input,
         Err(e) => return input_failure(&inner, e.to_string()),
     };
-    let prepared = match codemode_vm::source::prepare(&input.code) {
+    let prepared = match codemode_source::prepare(&input.code) {
         Ok(prepared) => prepared,
         Err(e) => return input_failure(&inner, e.message),
     };

@@ -17,6 +17,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("codemode-telemetry", 0),
     ("codemode-catalog", 1),
     ("codemode-bridge", 2),
+    ("codemode-source", 2),
     ("codemode-vm", 3),
     ("codemode-snapshot", 3),
     ("codemode-surface", 4),
