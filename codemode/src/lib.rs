@@ -51,6 +51,7 @@ pub use codemode_bridge as bridge;
 pub use codemode_catalog as catalog;
 pub use codemode_config as config;
 pub use codemode_snapshot as snapshot;
+pub use codemode_source as source;
 pub use codemode_surface as surface;
 pub use codemode_telemetry as telemetry;
 pub use codemode_vm as vm;
@@ -64,7 +65,6 @@ pub use codemode_vm::confine::Confinement;
 
 use codemode_catalog::{Catalog, CatalogOptions};
 use codemode_snapshot::{CheckpointBackend, FileBackend, MemoryBackend, RunStore, SessionStore, SystemClock};
-use codemode_vm::confine::Confinement;
 use codemode_vm::pool::{PoolConfig, WorkerCommand, WorkerPool};
 use codemode_vm::protocol::{GuestGlobals, GuestNamespace};
 
