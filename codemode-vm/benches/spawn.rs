@@ -2,7 +2,7 @@
 //! each confinement mode. The difference between `required` and `off` is what the confinement costs a worker's
 //! start (Landlock ruleset, seccomp filter compiled and installed); it is paid once per worker, never per cell.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -19,6 +19,9 @@ fn start_to_ready(mode: &str) {
         .stderr(Stdio::null())
         .spawn()
         .expect("the worker starts");
+    // A worker builds its first context once the host's first message (the globals) has arrived.
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    stdin.write_all(b"{\"t\":\"configure\",\"tools\":[],\"mcp\":[],\"api_files\":[]}\n").expect("the worker reads");
     let mut lines = BufReader::new(child.stdout.take().expect("stdout is piped")).lines();
     loop {
         let line = lines.next().expect("the worker reports ready").expect("a line");
@@ -27,7 +30,7 @@ fn start_to_ready(mode: &str) {
         }
     }
     // Closing stdin ends the worker; wait so that no process outlives its sample.
-    drop(child.stdin.take());
+    drop(stdin);
     child.wait().expect("the worker exits");
 }
 
