@@ -2,6 +2,7 @@
 
 mod appends;
 mod encode;
+mod globals;
 mod natives;
 mod pure;
 mod strings;
