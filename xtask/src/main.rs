@@ -1,5 +1,7 @@
-//! Workspace automation: `cargo xtask tidy` checks the layering of the crates, a `//!` header on every Rust file,
-//! `[lints] workspace = true` in every crate and that every declared dependency is used (`deps`); `cargo xtask bench-medians` prints the median of every criterion
+//! Workspace automation: `cargo xtask tidy` checks the layering of the crates (and that only codemode-vm itself
+//! enables its `engine-api` feature), a `//!` header on every Rust file, `[lints] workspace = true` in every crate,
+//! that every declared dependency is named in the crate's code and that ARCHITECTURE.md's "may depend on" column
+//! matches the manifests (`deps`); `cargo xtask bench-medians` prints the median of every criterion
 //! benchmark measured so far (criterion's summary line shows the mean, the README reports medians).
 //!
 //! The same check runs as a `#[test]`, so a plain `cargo test` enforces it. It reads `cargo metadata`; it never
@@ -27,6 +29,9 @@ const LAYERS: &[(&str, u32)] = &[
     ("codemode-cli", 6),
     ("xtask", 7),
 ];
+
+/// The codemode-vm feature that exposes the engine in-process; a host never enables it.
+const ENGINE_API: &str = "engine-api";
 
 fn main() -> anyhow::Result<()> {
     let task = std::env::args().nth(1).unwrap_or_default();
@@ -108,7 +113,7 @@ fn tidy(root: &Path) -> anyhow::Result<Vec<String>> {
     let mut problems = Vec::new();
     let packages = metadata["packages"].as_array().map(Vec::as_slice).unwrap_or_default();
     deps::check_architecture_table(root, packages, &mut problems)?;
-    for package in metadata["packages"].as_array().into_iter().flatten() {
+    for package in packages {
         let name = package["name"].as_str().unwrap_or_default();
         let Some(&layer) = layers.get(name) else {
             problems
@@ -118,6 +123,12 @@ fn tidy(root: &Path) -> anyhow::Result<Vec<String>> {
         for dep in package["dependencies"].as_array().into_iter().flatten() {
             let dep_name = dep["name"].as_str().unwrap_or_default();
             let Some(&dep_layer) = layers.get(dep_name) else { continue };
+            let features = dep["features"].as_array().into_iter().flatten();
+            if dep_name == "codemode-vm" && name != "codemode-vm" && features.clone().any(|f| f == ENGINE_API) {
+                problems.push(format!(
+                    "{name} enables codemode-vm's `{ENGINE_API}`: only the vm's own tests and benches may build an engine in-process"
+                ));
+            }
             if !dep["kind"].is_null() {
                 continue; // dev- and build-dependencies may point anywhere below the facade
             }
