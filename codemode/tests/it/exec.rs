@@ -270,7 +270,10 @@ async fn a_tool_named_dom_exception_does_not_shadow_the_global() {
     let v = value(&r);
     let callable = v[0].as_str().expect("a callable name");
     assert!(callable.starts_with("DOMException_"), "{v}");
-    assert_eq!(v[1..], [json!(true), json!("AbortError"), json!(20), json!("the DOMException tool")]);
+    assert_eq!(
+        v.as_array().expect("an array")[1..],
+        [json!(true), json!("AbortError"), json!(20), json!("the DOMException tool")]
+    );
 }
 
 /// The guest cannot send a malformed bridge request: the prelude shapes every payload, and what JSON drops (a
