@@ -93,7 +93,7 @@ fn read_code(path: &Path, out: &mut String) -> anyhow::Result<()> {
         for entry in std::fs::read_dir(path)? {
             read_code(&entry?.path(), out)?;
         }
-    } else if path.extension().is_some_and(|e| e == "rs") {
+    } else if path.is_file() && path.extension().is_some_and(|e| e == "rs") {
         let text = std::fs::read_to_string(path)?;
         for line in text.lines().filter(|l| !l.trim_start().starts_with("//")) {
             out.push_str(line);
