@@ -7,6 +7,7 @@
 mod definition;
 pub mod dts;
 mod error;
+pub mod globals;
 pub mod hints;
 pub mod index;
 pub mod names;
@@ -15,6 +16,8 @@ mod validate;
 
 use std::collections::HashMap;
 
+use indexmap::IndexMap;
+use indexmap::map::Entry;
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -221,8 +224,8 @@ impl Catalog {
             })
         };
         let mut direct_only = Vec::new();
-        let mut native: Vec<ToolDefinition> = Vec::new();
-        let mut native_pos: HashMap<String, usize> = HashMap::new();
+        // The winners by exact name, in the order each name first appeared.
+        let mut native: IndexMap<String, ToolDefinition> = IndexMap::new();
         let mut mcp: Vec<ToolDefinition> = Vec::new();
         let mut mcp_seen: std::collections::HashSet<(String, String)> = std::collections::HashSet::new();
         for def in defs {
@@ -240,18 +243,20 @@ impl Catalog {
                 }
                 continue;
             }
-            match native_pos.get(&def.name) {
-                // A client tool shadows whatever came before it; otherwise the first definition wins.
-                Some(&at) if def.source == ToolSource::Client => native[at] = def,
-                Some(_) => {}
-                None => {
-                    native_pos.insert(def.name.clone(), native.len());
-                    native.push(def);
+            match native.entry(def.name.clone()) {
+                // A client tool shadows whatever came before it (in its place); otherwise the first one wins.
+                Entry::Occupied(mut winner) if def.source == ToolSource::Client => {
+                    winner.insert(def);
+                }
+                Entry::Occupied(_) => {}
+                Entry::Vacant(slot) => {
+                    slot.insert(def);
                 }
             }
         }
         // Direct-only tools stay model-visible; a cataloged tool of the same name would be a second route to it.
-        native.retain(|d| !direct_only.iter().any(|x: &ToolDefinition| x.name == d.name));
+        native.retain(|name, _| !direct_only.iter().any(|x: &ToolDefinition| &x.name == name));
+        let native: Vec<ToolDefinition> = native.into_values().collect();
 
         let ids: Vec<String> = native.iter().map(catalog_id).collect();
         let requests: Vec<names::NameRequest<'_>> =

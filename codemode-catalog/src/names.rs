@@ -9,6 +9,7 @@ use std::collections::HashSet;
 use sha2::{Digest, Sha256};
 
 use crate::CatalogError;
+use crate::globals::{GUEST_GLOBALS, RESERVED_UNINSTALLED, STANDARD_GLOBALS, is_guest_or_standard};
 
 /// Reserved words: every keyword token plus the strict-mode future reserved words (and `let`/`arguments`,
 /// which strict code cannot bind either).
@@ -62,105 +63,20 @@ pub const RESERVED_WORDS: &[&str] = &[
     "arguments",
 ];
 
-/// Globals a tool may never shadow: the reference's list, plus the globals our prelude defines.
-pub const RESERVED_GLOBALS: &[&str] = &[
-    // The reference's host globals.
-    "ALL_TOOLS",
-    "API",
-    "MCP",
-    "agents",
-    "catalog",
-    "clearTimeout",
-    "globalThis",
-    "json",
-    "log",
-    "namespaces",
-    "nodes",
-    "phase",
-    "results",
-    "setTimeout",
-    "skills",
-    "text",
-    "tools",
-    "yield_control",
-    // Ours.
-    "store",
-    "load",
-    "console",
-    "structuredClone",
-    "atob",
-    "btoa",
-    "queueMicrotask",
-    "Temporal",
-    "Iterator",
-    // JavaScript built-ins.
-    "AggregateError",
-    "Array",
-    "ArrayBuffer",
-    "Atomics",
-    "BigInt",
-    "BigInt64Array",
-    "BigUint64Array",
-    "Boolean",
-    "DataView",
-    "Date",
-    "Error",
-    "EvalError",
-    "FinalizationRegistry",
-    "Float32Array",
-    "Float64Array",
-    "Function",
-    "Infinity",
-    "Int16Array",
-    "Int32Array",
-    "Int8Array",
-    "Intl",
-    "JSON",
-    "Map",
-    "Math",
-    "NaN",
-    "Number",
-    "Object",
-    "Promise",
-    "Proxy",
-    "RangeError",
-    "ReferenceError",
-    "Reflect",
-    "RegExp",
-    "Set",
-    "SharedArrayBuffer",
-    "String",
-    "Symbol",
-    "SyntaxError",
-    "TextDecoder",
-    "TextEncoder",
-    "TypeError",
-    "URIError",
-    "Uint16Array",
-    "Uint32Array",
-    "Uint8Array",
-    "Uint8ClampedArray",
-    "WeakMap",
-    "WeakRef",
-    "WeakSet",
-    "WebAssembly",
-    "decodeURI",
-    "decodeURIComponent",
-    "encodeURI",
-    "encodeURIComponent",
-    "escape",
-    "eval",
-    "isFinite",
-    "isNaN",
-    "parseFloat",
-    "parseInt",
-    "undefined",
-    "unescape",
-];
+/// Globals a tool may never shadow, from [`crate::globals`]: the guest globals the prelude installs, the
+/// ECMAScript built-ins, and the reserved names nothing installs.
+pub fn reserved_globals() -> impl Iterator<Item = &'static str> {
+    GUEST_GLOBALS.iter().chain(STANDARD_GLOBALS).chain(RESERVED_UNINSTALLED).copied()
+}
+
+/// Whether `name` is a global a tool may never shadow (see [`reserved_globals`]).
+pub fn is_reserved_global(name: &str) -> bool {
+    is_guest_or_standard(name) || RESERVED_UNINSTALLED.contains(&name)
+}
 
 /// Whether `name` is a reserved word or a reserved global (extra names included).
 pub fn is_reserved(name: &str, extra: &[String]) -> bool {
-    RESERVED_WORDS.contains(&name) || RESERVED_GLOBALS.contains(&name) || extra.iter().any(|e| e == name)
+    RESERVED_WORDS.contains(&name) || is_reserved_global(name) || extra.iter().any(|e| e == name)
 }
 
 /// Whether `name` is a JavaScript identifier in the ASCII subset we emit.

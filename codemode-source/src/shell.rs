@@ -4,6 +4,8 @@
 //! and the rest looks like shell (flags, paths, redirections, `;`/`&&`/`|`), and a name the program itself
 //! declares with hoisting (`var ls`, `function ls() {}`) is exempt. Every check here runs in linear time.
 
+use codemode_catalog::globals::is_guest_or_standard;
+
 /// The first part of the message for rejected shell input; the facade reports it as `invalid_input`.
 pub(crate) const SHELL_SOURCE_ERROR: &str = "code-mode exec runs JavaScript, not shell commands. Call an enabled \
 async tool global from JavaScript (for example `const files = await list({ path: \".\" }); return files;`); use \
@@ -246,83 +248,6 @@ const KEYWORDS: &[&str] = &[
     "yield",
 ];
 
-/// Globals a guest program may start with: the language's and the code-mode prelude's.
-const GLOBALS: &[&str] = &[
-    "API",
-    "MCP",
-    "AggregateError",
-    "Array",
-    "ArrayBuffer",
-    "BigInt",
-    "BigInt64Array",
-    "BigUint64Array",
-    "Boolean",
-    "DataView",
-    "Date",
-    "Error",
-    "EvalError",
-    "Float32Array",
-    "Float64Array",
-    "Function",
-    "Infinity",
-    "Int16Array",
-    "Int32Array",
-    "Int8Array",
-    "Intl",
-    "Iterator",
-    "JSON",
-    "Map",
-    "Math",
-    "NaN",
-    "Number",
-    "Object",
-    "Promise",
-    "Proxy",
-    "RangeError",
-    "ReferenceError",
-    "Reflect",
-    "RegExp",
-    "Set",
-    "String",
-    "Symbol",
-    "SyntaxError",
-    "TextDecoder",
-    "TextEncoder",
-    "TypeError",
-    "URIError",
-    "Uint16Array",
-    "Uint32Array",
-    "Uint8Array",
-    "Uint8ClampedArray",
-    "WeakMap",
-    "WeakSet",
-    "atob",
-    "btoa",
-    "catalog",
-    "clearTimeout",
-    "console",
-    "decodeURI",
-    "decodeURIComponent",
-    "encodeURI",
-    "encodeURIComponent",
-    "eval",
-    "globalThis",
-    "isFinite",
-    "isNaN",
-    "json",
-    "load",
-    "nodes",
-    "parseFloat",
-    "parseInt",
-    "results",
-    "setTimeout",
-    "skills",
-    "store",
-    "structuredClone",
-    "text",
-    "yield_control",
-];
-
 fn is_js_space(c: char) -> bool {
     c.is_whitespace() || c == '\u{feff}'
 }
@@ -350,7 +275,7 @@ pub(crate) fn classify(source: &str) -> Verdict {
     let word = shell_identifier(command_source);
     let (command, command_len) = match (known, word) {
         (Some((name, len)), _) => (Some(name), len),
-        (None, Some(name)) if !KEYWORDS.contains(&name) && !GLOBALS.contains(&name) => (Some(name), name.len()),
+        (None, Some(name)) if !KEYWORDS.contains(&name) && !is_guest_or_standard(name) => (Some(name), name.len()),
         _ => (None, 0),
     };
     if command.is_none() && !is_executable_path(command_source) {

@@ -1,6 +1,7 @@
 //! Workspace automation: `cargo xtask tidy` checks the layering of the crates (and that only codemode-vm itself
-//! enables its `engine-api` feature), a `//!` header on every Rust file and
-//! `[lints] workspace = true` in every crate; `cargo xtask bench-medians` prints the median of every criterion
+//! enables its `engine-api` feature), a `//!` header on every Rust file, `[lints] workspace = true` in every crate,
+//! that every declared dependency is named in the crate's code and that ARCHITECTURE.md's "may depend on" column
+//! matches the manifests (`deps`); `cargo xtask bench-medians` prints the median of every criterion
 //! benchmark measured so far (criterion's summary line shows the mean, the README reports medians).
 //!
 //! The same check runs as a `#[test]`, so a plain `cargo test` enforces it. It reads `cargo metadata`; it never
@@ -11,6 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, bail};
+
+mod deps;
 
 /// The layer of every workspace crate; a normal dependency may only point to a lower layer.
 const LAYERS: &[(&str, u32)] = &[
@@ -108,7 +111,9 @@ fn tidy(root: &Path) -> anyhow::Result<Vec<String>> {
     let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).context("parsing cargo metadata")?;
     let layers: BTreeMap<&str, u32> = LAYERS.iter().copied().collect();
     let mut problems = Vec::new();
-    for package in metadata["packages"].as_array().into_iter().flatten() {
+    let packages = metadata["packages"].as_array().map(Vec::as_slice).unwrap_or_default();
+    deps::check_architecture_table(root, packages, &mut problems)?;
+    for package in packages {
         let name = package["name"].as_str().unwrap_or_default();
         let Some(&layer) = layers.get(name) else {
             problems
@@ -148,6 +153,7 @@ fn tidy(root: &Path) -> anyhow::Result<Vec<String>> {
         for sub in ["src", "tests", "benches"] {
             check_headers(&dir.join(sub), &mut problems)?;
         }
+        deps::check_unused(package, dir, &mut problems)?;
     }
     Ok(problems)
 }

@@ -1,6 +1,7 @@
 //! Callable names: the reference's table, shadowing, filtering, and the naming invariants as properties.
 
-use codemode_catalog::names::{RESERVED_GLOBALS, RESERVED_WORDS, is_identifier};
+use codemode_catalog::globals::GUEST_GLOBALS;
+use codemode_catalog::names::{RESERVED_WORDS, is_identifier, is_reserved_global, reserved_globals};
 use codemode_catalog::{Catalog, CatalogOptions, ToolSource};
 use proptest::prelude::*;
 
@@ -29,27 +30,23 @@ fn reference_table() {
 
 #[test]
 fn reserved_globals_are_never_taken() {
-    let names = [
-        "catalog",
-        "MCP",
-        "API",
-        "namespaces",
-        "store",
-        "load",
-        "text",
-        "json",
-        "console",
-        "setTimeout",
-        "clearTimeout",
-        "yield_control",
-        "results",
-        "__openclawResult",
-    ];
-    let catalog = build(names.map(|n| tool(n, ToolSource::Openclaw)).to_vec());
+    let names: Vec<&str> = GUEST_GLOBALS.iter().copied().chain(["__openclawResult"]).collect();
+    let catalog = build(names.iter().map(|n| tool(n, ToolSource::Openclaw)).collect());
+    assert_eq!(catalog.entries().len(), names.len());
     for e in catalog.entries() {
         assert_ne!(e.callable_name, e.definition.name, "{} kept a reserved spelling", e.definition.name);
     }
     assert_eq!(callable_of(&catalog, "__openclawResult"), "tool___openclawResult");
+}
+
+/// Regression: the prelude installs `DOMException`, which the reserved list once missed, so a tool of that name
+/// took the spelling and its function replaced the global.
+#[test]
+fn dom_exception_is_reserved() {
+    assert!(is_reserved_global("DOMException"));
+    let catalog = build(vec![tool("DOMException", ToolSource::Client)]);
+    let callable = callable_of(&catalog, "DOMException");
+    assert!(callable.starts_with("DOMException_") && callable.len() == "DOMException_".len() + 8, "{callable}");
 }
 
 #[test]
@@ -110,7 +107,9 @@ fn name_strategy() -> impl Strategy<Value = String> {
     prop_oneof![
         "[a-zA-Z_$][a-zA-Z0-9_$]{0,8}",
         "[a-z0-9 .\\-]{1,8}",
-        prop::sample::select(RESERVED_WORDS.iter().chain(RESERVED_GLOBALS).map(|s| s.to_string()).collect::<Vec<_>>()),
+        prop::sample::select(
+            RESERVED_WORDS.iter().copied().chain(reserved_globals()).map(str::to_owned).collect::<Vec<_>>()
+        ),
     ]
 }
 
@@ -135,7 +134,7 @@ proptest! {
         for e in catalog.entries() {
             prop_assert!(is_identifier(&e.callable_name), "{} is not an identifier", e.callable_name);
             prop_assert!(!RESERVED_WORDS.contains(&e.callable_name.as_str()));
-            prop_assert!(!RESERVED_GLOBALS.contains(&e.callable_name.as_str()));
+            prop_assert!(!is_reserved_global(&e.callable_name));
             prop_assert!(seen.insert(e.callable_name.clone()), "duplicate {}", e.callable_name);
         }
         // Reordering must not change any name. Winners of a shared name legitimately depend on order, so the

@@ -195,6 +195,22 @@ fn javascript_is_not_taken_for_shell() {
     assert_eq!(wrong, ["cat"], "taken for shell");
 }
 
+/// The shell check's globals are codemode-catalog's list: a program that starts with any guest global or
+/// built-in followed by something argument-like (`text -x`, `DOMException /a/`) is JavaScript, not a command.
+#[test]
+fn programs_starting_with_a_guest_global_are_not_shell() {
+    use codemode_catalog::globals::{GUEST_GLOBALS, STANDARD_GLOBALS};
+    let wrong: Vec<String> = GUEST_GLOBALS
+        .iter()
+        .chain(STANDARD_GLOBALS)
+        .flat_map(|name| [format!("{name} -x"), format!("{name} /a/")])
+        .filter(|code| kind(code) == Some(SourceErrorKind::Shell))
+        .collect();
+    assert!(wrong.is_empty(), "taken for shell: {wrong:#?}");
+    // A name the guest does not have is still checked as a command.
+    assert_eq!(kind("nodes -x"), Some(SourceErrorKind::Shell));
+}
+
 #[test]
 fn shell_message() {
     insta::assert_snapshot!(prepare("git status").unwrap_err().message);

@@ -1,13 +1,13 @@
 // Guest extras, compiled on first use: the web platform pieces model code expects and Boa lacks (DOMException,
-// TextEncoder/TextDecoder, atob/btoa, structuredClone). Parsing them costs several milliseconds, so a context
-// only pays for them when a program touches one. Evaluated with the prelude's captured intrinsics in `core`;
-// returns the pieces for the prelude to install.
+// TextEncoder/TextDecoder (UTF-8 only, as in browsers), atob/btoa (forgiving base64), structuredClone). Parsing
+// them costs several milliseconds, so a context only pays for them when a program touches one; returns the pieces
+// for the prelude to install. `core` holds what the prelude captured before user code ran; everything else below
+// (`TypeError`, `Map`, `Uint8Array`, their prototype methods and getters, ...) is read here, at first use, which is
+// after user code ran: a program that replaced one of those before touching an extra changes how the extras
+// behave for itself. Nothing the host relies on (output, requests, encoding, error reports) goes through the extras.
 (function (core) {
   'use strict';
   const { ErrorCtor, G, O, PromiseCtor, Str, apply, create, defineProperty, isArray, join, keysOf, setAdd } = core;
-  // Web platform pieces model code expects and Boa lacks: DOMException, TextEncoder/TextDecoder (UTF-8 only, as
-  // in browsers), atob/btoa (forgiving base64) and structuredClone. Plain JavaScript over intrinsics captured here,
-  // so a program that rewrites prototypes breaks only its own calls, never these.
   const TypeErrorCtor = TypeError;
   const RangeErrorCtor = RangeError;
   const U8 = Uint8Array;

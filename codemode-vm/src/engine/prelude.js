@@ -1,7 +1,13 @@
 // The guest prelude: evaluated once per context, before any user code, with the engine's natives in `natives`.
-// It captures every intrinsic it relies on up front, so a program that rewrites prototypes or globals cannot
-// break output capture, request encoding or error reporting. It returns the host-facing hooks and leaves
-// nothing of itself reachable from globalThis except the documented guest API.
+// Every built-in function it calls after user code has started is captured below, before any user code runs, and
+// called through `apply`; its loops are indexed, never `for...of` over a guest-reachable iterator. So a program that
+// replaces a global or a prototype method cannot change what console output, tool calls, timers, `catalog` or
+// `API` do, nor how the host encodes values or describes errors. Not covered: accessors a program defines on
+// `Object.prototype` or `Array.prototype` for the keys the prelude assigns, and the language's own protocols,
+// which read properties when they run (an `await` of a promise reads its `constructor`, and `then` if that was
+// replaced, so rewriting `Promise.prototype` changes the program's own awaits). It returns the
+// host-facing hooks and leaves nothing of itself reachable from globalThis except the guest globals listed in
+// codemode_catalog::globals (a vm test checks the two agree).
 (function (natives) {
   'use strict';
   const G = globalThis;
@@ -17,6 +23,9 @@
   const Str = String;
   const ErrorCtor = Error;
   const PromiseCtor = Promise;
+  const promiseThen = Promise.prototype.then;
+  const NumberCtor = Number;
+  const floor = Math.floor;
   const apply = Reflect.apply;
   const arrayJoin = Array.prototype.join;
   const stringSlice = String.prototype.slice;
@@ -129,34 +138,39 @@
     const handle = async function (args) {
       return await callTool(meta.callableName, args);
     };
-    for (const k of keysOf(meta)) hidden(handle, k, meta[k]);
+    const keys = keysOf(meta);
+    for (let i = 0; i < keys.length; i++) hidden(handle, keys[i], meta[keys[i]]);
     hidden(handle, 'describe', () => bridge('describe', { tool: meta.callableName }));
     hidden(handle, 'toJSON', () => meta);
     return freeze(handle);
   }
+  function makeHandles(found) {
+    const handles = [];
+    for (let i = 0; i < found.length; i++) handles[i] = makeHandle(found[i]);
+    return freeze(handles);
+  }
   const catalog = create(null);
   hidden(catalog, 'search', async (query, options) => {
     const limit = options && options.limit !== undefined ? options.limit : null;
-    const found = await bridge('search', { query: Str(query), limit });
-    return freeze(found.map(makeHandle));
+    return makeHandles(await bridge('search', { query: Str(query), limit }));
   });
-  hidden(catalog, 'all', async () => freeze((await bridge('search', { all: true })).map(makeHandle)));
+  hidden(catalog, 'all', async () => makeHandles(await bridge('search', { all: true })));
   hidden(catalog, 'describe', (name) => bridge('describe', { tool: Str(name) }));
   freeze(catalog);
 
   // Timers go through the host so they survive suspension; the timer id is the bridge request id.
   function setTimeoutImpl(callback, delay, ...args) {
-    let ms = Number(delay);
+    let ms = NumberCtor(delay);
     // The host takes whole milliseconds below 2^63; a delay that is not a positive number under that fires at once.
-    ms = ms === ms && ms > 0 && ms < 9223372036854775808 ? Math.floor(ms) : 0;
+    ms = ms === ms && ms > 0 && ms < 9223372036854775808 ? floor(ms) : 0;
     const promise = request('sleep', { ms });
     const id = natives.lastRequestId();
-    promise.then(
+    apply(promiseThen, promise, [
       () => {
         if (typeof callback === 'function') apply(callback, undefined, args);
       },
       () => {},
-    );
+    ]);
     return id;
   }
   function clearTimeoutImpl(id) {
@@ -202,10 +216,17 @@
     const api = create(null);
     hidden(api, 'list', async (prefix) => {
       const p = prefix === undefined ? '' : Str(prefix);
-      const local = [];
-      for (const path of keysOf(files)) if (slice(path, 0, p.length) === p) local[local.length] = { path, bytes: files[path].length };
+      const listed = [];
+      const paths = keysOf(files);
+      for (let i = 0; i < paths.length; i++) {
+        const path = paths[i];
+        if (slice(path, 0, p.length) === p) listed[listed.length] = { path, bytes: files[path].length };
+      }
+      // What `concat` did, without reading `Array.prototype.concat` or the array's `constructor` at call time.
       const remote = await bridge('api', { op: 'list', path: p });
-      return freeze(local.concat(remote));
+      if (isArray(remote)) for (let i = 0; i < remote.length; i++) listed[listed.length] = remote[i];
+      else listed[listed.length] = remote;
+      return freeze(listed);
     });
     hidden(api, 'read', async (path) => {
       const p = Str(path);
@@ -233,7 +254,7 @@
   hidden(G, 'clearTimeout', clearTimeoutImpl);
 
   // The extras (web platform pieces) are compiled on first use; see extras.js. The comparator-safe sorts are
-  // native (src/sort.rs), installed with the string built-ins before this prelude runs.
+  // native (src/natives/sort.rs), installed by `natives::install` before this prelude runs.
   let extrasCache = null;
   const extras = () => {
     if (extrasCache === null) extrasCache = natives.extras()({

@@ -3,6 +3,7 @@
 mod appends;
 mod confine;
 mod encode;
+mod globals;
 mod natives;
 mod pure;
 mod strings;

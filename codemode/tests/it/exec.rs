@@ -5,7 +5,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::support::{engine, exec, failure, texts, value};
+use codemode::{CodeMode, Limits};
+
+use crate::support::{TestHost, engine, exec, failure, texts, tool, tools, value};
 
 #[tokio::test]
 async fn returns_values_with_json_stringify_semantics() {
@@ -243,6 +245,35 @@ async fn mcp_tools_live_under_their_namespace_and_mark_results_untrusted() {
         codemode::CodeModeResult::Completed(c) => assert!(c.warnings[0].contains("untrusted")),
         other => panic!("{other:?}"),
     }
+}
+
+/// Regression: the prelude installs `DOMException`; a tool of that name gets another callable name and the
+/// global keeps working.
+#[tokio::test]
+async fn a_tool_named_dom_exception_does_not_shadow_the_global() {
+    let mut defs = tools();
+    defs.push(tool("DOMException", json!({ "type": "object" })));
+    let engine = CodeMode::builder()
+        .limits(Limits { timeout_ms: 2_000, ..Limits::default() })
+        .tools(defs)
+        .host(std::sync::Arc::new(TestHost::default()))
+        .warm_workers(1)
+        .build()
+        .expect("the engine builds");
+    let r = exec(
+        &engine,
+        "const [handle] = await catalog.search('DOMException', { limit: 1 }); \
+         const e = new DOMException('stop', 'AbortError'); \
+         return [handle.callableName, e instanceof Error, e.name, e.code, await globalThis[handle.callableName]({})]",
+    )
+    .await;
+    let v = value(&r);
+    let callable = v[0].as_str().expect("a callable name");
+    assert!(callable.starts_with("DOMException_"), "{v}");
+    assert_eq!(
+        v.as_array().expect("an array")[1..],
+        [json!(true), json!("AbortError"), json!(20), json!("the DOMException tool")]
+    );
 }
 
 /// The guest cannot send a malformed bridge request: the prelude shapes every payload, and what JSON drops (a

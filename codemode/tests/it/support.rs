@@ -9,7 +9,8 @@ use codemode::bridge::{CallContext, ToolError, ToolHost};
 use codemode::{CodeMode, CodeModeResult, Limits, RunScope, ToolDefinition, ToolSource};
 use serde_json::{Value, json};
 
-/// A tool host with a few real tools: `echo`, `add`, `fail`, `slow` (sleeps `ms`), and a call counter.
+/// A tool host with a few real tools: `echo`, `add`, `fail`, `slow` (sleeps `ms`), `DOMException` (a name the
+/// guest reserves), and a call counter.
 #[derive(Default)]
 pub struct TestHost {
     pub calls: AtomicUsize,
@@ -24,6 +25,7 @@ impl ToolHost for TestHost {
         match tool {
             "echo" => Ok(args),
             "add" => Ok(json!(args["a"].as_f64().unwrap_or(0.0) + args["b"].as_f64().unwrap_or(0.0))),
+            "DOMException" => Ok(json!("the DOMException tool")),
             "fail" => Err(ToolError::new("the tool failed on purpose")),
             "slow" => {
                 let now = self.concurrent.fetch_add(1, Ordering::SeqCst) + 1;
@@ -37,7 +39,7 @@ impl ToolHost for TestHost {
     }
 }
 
-fn tool(name: &str, parameters: Value) -> ToolDefinition {
+pub fn tool(name: &str, parameters: Value) -> ToolDefinition {
     ToolDefinition {
         name: name.into(),
         description: format!("test tool {name}"),
