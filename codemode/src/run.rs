@@ -479,7 +479,8 @@ async fn drive(inner: &Arc<Inner>, run: &mut LiveRun, deadline: Instant) -> Stop
                 Ok(Ok(message)) => message,
             };
             match message {
-                WorkerMessage::Ready => {}
+                // `recv` consumes the hello and skips `Ready`.
+                WorkerMessage::Hello(_) | WorkerMessage::Ready => {}
                 WorkerMessage::Output(item) => {
                     run.emitted += 1;
                     run.new_output.push(item);

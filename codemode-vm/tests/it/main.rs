@@ -2,6 +2,7 @@
 
 mod appends;
 mod encode;
+mod handshake;
 mod natives;
 mod pure;
 mod source;
