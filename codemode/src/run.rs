@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use codemode_bridge::{
-    BridgeMethod, CodeModeResult, Completed, ErrorCode, Failed, FailurePhase, Journal, OutputBudget, OutputItem,
-    PendingToolCall, Round, Settlement, SettlementValue, WaitReason, Waiting,
+    BridgeErrorCode, BridgeMethod, CodeModeResult, Completed, ErrorCode, Failed, FailurePhase, Journal, OutputBudget,
+    OutputItem, PendingToolCall, Round, Settlement, SettlementValue, WaitReason, Waiting,
 };
-use codemode_snapshot::{Checkpoint, PendingRequest, RunCounters, RunOwner, Slot, StoreError};
+use codemode_snapshot::{Checkpoint, PendingRequest, RunCounters, RunOwner, Slot, StoreError, YieldRequest};
 use codemode_telemetry::Telemetry;
 use codemode_vm::pool::{Death, WorkerProcess};
 use codemode_vm::protocol::{CellFailure, CellLimits, GuestOutcome, HostMessage, Start, WorkerMessage};
@@ -109,7 +109,7 @@ pub(crate) async fn exec(inner: Arc<Inner>, input: Value, scope: RunScope) -> Co
         Ok(input) => input,
         Err(e) => return input_failure(&inner, e.to_string()),
     };
-    let prepared = match codemode_vm::source::prepare(&input.code) {
+    let prepared = match codemode_source::prepare(&input.code) {
         Ok(prepared) => prepared,
         Err(e) => return input_failure(&inner, e.message),
     };
@@ -237,16 +237,9 @@ async fn park(inner: Arc<Inner>, mut run: LiveRun, slot: Slot<LiveRun>, reason: 
             args_digest: *digest,
         })
         .collect();
-    let mut extra = serde_json::Map::new();
-    if let Some((id, reason)) = &run.yield_request {
-        extra.insert("yield".into(), json!({ "id": id, "reason": reason }));
-    }
-    if run.untrusted {
-        extra.insert("untrusted".into(), Value::Bool(true));
-    }
-    if !extra.is_empty() {
-        checkpoint.extra = Value::Object(extra);
-    }
+    checkpoint.yield_request =
+        run.yield_request.as_ref().map(|(id, reason)| YieldRequest { id: *id, reason: reason.clone() });
+    checkpoint.untrusted = run.untrusted;
     let pending_calls: Vec<PendingToolCall> = checkpoint
         .pending
         .iter()
@@ -335,7 +328,7 @@ pub(crate) async fn wait(inner: Arc<Inner>, input: Value, scope: RunScope) -> Co
                 counters: checkpoint.counters,
                 dispatch_started: true,
                 replay_safe: checkpoint.restart_safe,
-                untrusted: checkpoint.extra.get("untrusted").and_then(Value::as_bool).unwrap_or(false),
+                untrusted: checkpoint.untrusted,
                 worker: None,
                 quiescent: false,
                 in_flight: JoinSet::new(),
@@ -344,10 +337,9 @@ pub(crate) async fn wait(inner: Arc<Inner>, input: Value, scope: RunScope) -> Co
                 yield_request: None,
                 outcome: None,
             };
-            if let Some(y) = checkpoint.extra.get("yield") {
-                let id = y["id"].as_u64().unwrap_or(0) as u32;
-                run.ready.retain(|s| s.id != id);
-                run.yield_request = Some((id, y["reason"].as_str().map(str::to_owned)));
+            if let Some(YieldRequest { id, reason }) = &checkpoint.yield_request {
+                run.ready.retain(|s| s.id != *id);
+                run.yield_request = Some((*id, reason.clone()));
             }
             if checkpoint.tools_digest != inner.tools_digest {
                 return CodeModeResult::failed(
@@ -602,10 +594,10 @@ fn accept(run: &mut LiveRun, joined: Result<Settlement, tokio::task::JoinError>)
             if let Some(id) = failed.map(|(id, _)| *id) {
                 run.ready.push(Settlement {
                     id,
-                    value: SettlementValue::Err {
-                        code: "tool_error".into(),
-                        message: "the tool host failed while running this call".into(),
-                    },
+                    value: SettlementValue::err(
+                        BridgeErrorCode::ToolError,
+                        "the tool host failed while running this call",
+                    ),
                 });
             }
         }

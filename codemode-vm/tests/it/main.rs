@@ -1,9 +1,8 @@
-//! Integration tests of the executor: source checks, the engine and its encoder in-process, and the worker process.
+//! Integration tests of the executor: the engine and its encoder in-process, and the worker process.
 
 mod appends;
 mod encode;
 mod handshake;
 mod natives;
 mod pure;
-mod source;
 mod strings;
