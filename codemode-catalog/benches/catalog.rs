@@ -39,37 +39,36 @@ fn generated(n: usize) -> Vec<ToolDefinition> {
             let verb = VERBS[i % VERBS.len()];
             let noun = NOUNS[(i / VERBS.len()) % NOUNS.len()];
             let name = format!("{verb}_{noun}_{i}");
-            ToolDefinition {
-                name,
-                label: None,
-                description: format!(
-                    "{verb} a {noun} in workspace {}. Returns the {noun} with its id, owner and timestamps; fails when \
-                     the {noun} does not exist or access is denied.",
-                    i % 17
-                ),
-                parameters: json!({
+            let description = format!(
+                "{verb} a {noun} in workspace {}. Returns the {noun} with its id, owner and timestamps; fails when the \
+                 {noun} does not exist or access is denied.",
+                i % 17
+            );
+            let parameters = json!({
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string", "description": format!("The {noun} id")},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 100},
+                    "owner": {"type": "string", "description": "Owner login"},
+                    "tags": {"type": "array", "items": {"type": "string"}}
+                },
+                "required": ["id"],
+                "additionalProperties": false
+            });
+            let definition = ToolDefinition::new(name, description, parameters).source(if i % 10 == 9 {
+                ToolSource::Client
+            } else {
+                ToolSource::Openclaw
+            });
+            if i % 3 == 0 {
+                definition.output_schema(json!({
                     "type": "object",
-                    "properties": {
-                        "id": {"type": "string", "description": format!("The {noun} id")},
-                        "limit": {"type": "integer", "minimum": 1, "maximum": 100},
-                        "owner": {"type": "string", "description": "Owner login"},
-                        "tags": {"type": "array", "items": {"type": "string"}}
-                    },
-                    "required": ["id"],
+                    "properties": {"id": {"type": "string"}, "ok": {"type": "boolean"}},
+                    "required": ["id", "ok"],
                     "additionalProperties": false
-                }),
-                output_schema: (i % 3 == 0).then(|| {
-                    json!({
-                        "type": "object",
-                        "properties": {"id": {"type": "string"}, "ok": {"type": "boolean"}},
-                        "required": ["id", "ok"],
-                        "additionalProperties": false
-                    })
-                }),
-                source: if i % 10 == 9 { ToolSource::Client } else { ToolSource::Openclaw },
-                server: None,
-                direct_only: false,
-                replay_safe: false,
+                }))
+            } else {
+                definition
             }
         })
         .collect()

@@ -1,6 +1,8 @@
 //! A tool as the embedder defines it, before it becomes a catalog entry.
 //!
-//! Plain serde data: no naming, ordering or policy happens here; `Catalog::build` decides all of that.
+//! Plain serde data: no naming, ordering or policy happens here; `Catalog::build` decides all of that. The struct is
+//! `#[non_exhaustive]`: code outside this crate builds one with [`ToolDefinition::new`] and the setters (or
+//! deserializes it), so a field added later breaks no embedder.
 
 use serde::{Deserialize, Serialize};
 
@@ -49,8 +51,19 @@ pub enum ToolSource {
 }
 
 /// A tool definition as the embedder supplies it.
+///
+/// ```
+/// use codemode_catalog::{ToolDefinition, ToolSource};
+///
+/// let search = ToolDefinition::new("search", "Searches the docs", serde_json::json!({ "type": "object" }))
+///     .source(ToolSource::Mcp)
+///     .server("docs")
+///     .replay_safe(true);
+/// assert_eq!(search.server.as_deref(), Some("docs"));
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct ToolDefinition {
     /// The tool's name as its owner spells it.
     pub name: String,
@@ -78,6 +91,67 @@ pub struct ToolDefinition {
     /// Whether the tool may run in a `restartSafe` cell.
     #[serde(default)]
     pub replay_safe: bool,
+}
+
+impl ToolDefinition {
+    /// A tool with its name, description and input schema (JSON Schema of the arguments object); every other
+    /// field takes the value a JSON definition that omits it gets: no label, no output schema, source
+    /// [`ToolSource::Openclaw`], no server, not direct-only, not replay-safe.
+    pub fn new(name: impl Into<String>, description: impl Into<String>, parameters: serde_json::Value) -> Self {
+        ToolDefinition {
+            name: name.into(),
+            label: None,
+            description: description.into(),
+            parameters,
+            output_schema: None,
+            source: ToolSource::default(),
+            server: None,
+            direct_only: false,
+            replay_safe: false,
+        }
+    }
+
+    /// Sets the human-readable title shown on handles as `label`.
+    #[must_use]
+    pub fn label(mut self, label: impl Into<String>) -> Self {
+        self.label = Some(label.into());
+        self
+    }
+
+    /// Sets the JSON Schema of the tool's result.
+    #[must_use]
+    pub fn output_schema(mut self, schema: serde_json::Value) -> Self {
+        self.output_schema = Some(schema);
+        self
+    }
+
+    /// Sets where the tool comes from.
+    #[must_use]
+    pub fn source(mut self, source: ToolSource) -> Self {
+        self.source = source;
+        self
+    }
+
+    /// Sets the MCP server that owns the tool (for [`ToolSource::Mcp`]).
+    #[must_use]
+    pub fn server(mut self, server: impl Into<String>) -> Self {
+        self.server = Some(server.into());
+        self
+    }
+
+    /// Sets whether the tool stays visible to the model next to exec and wait.
+    #[must_use]
+    pub fn direct_only(mut self, yes: bool) -> Self {
+        self.direct_only = yes;
+        self
+    }
+
+    /// Sets whether the tool may run in a `restartSafe` cell.
+    #[must_use]
+    pub fn replay_safe(mut self, yes: bool) -> Self {
+        self.replay_safe = yes;
+        self
+    }
 }
 
 fn empty_object_schema() -> serde_json::Value {

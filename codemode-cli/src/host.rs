@@ -64,10 +64,10 @@ pub fn tools(catalog: Option<&Path>) -> anyhow::Result<Vec<(ToolDefinition, Opti
 }
 
 fn read_tool() -> ToolDefinition {
-    ToolDefinition {
-        name: "read".into(),
-        description: "Read a UTF-8 text file under the root folder, by lines.".into(),
-        parameters: json!({
+    ToolDefinition::new(
+        "read",
+        "Read a UTF-8 text file under the root folder, by lines.",
+        json!({
             "type": "object",
             "properties": {
                 "path": { "type": "string", "description": "File path, relative to the root folder" },
@@ -77,62 +77,54 @@ fn read_tool() -> ToolDefinition {
             "required": ["path"],
             "additionalProperties": false
         }),
-        output_schema: Some(json!({
-            "type": "object",
-            "properties": {
-                "path": { "type": "string" },
-                "content": { "type": "string" },
-                "offset": { "type": "integer" },
-                "lines": { "type": "integer" },
-                "totalLines": { "type": "integer" }
-            },
-            "required": ["path", "content", "offset", "lines", "totalLines"]
-        })),
-        source: codemode::ToolSource::Openclaw,
-        server: None,
-        label: None,
-        direct_only: false,
-        replay_safe: true,
-    }
+    )
+    .output_schema(json!({
+        "type": "object",
+        "properties": {
+            "path": { "type": "string" },
+            "content": { "type": "string" },
+            "offset": { "type": "integer" },
+            "lines": { "type": "integer" },
+            "totalLines": { "type": "integer" }
+        },
+        "required": ["path", "content", "offset", "lines", "totalLines"]
+    }))
+    .replay_safe(true)
 }
 
 fn list_tool() -> ToolDefinition {
-    ToolDefinition {
-        name: "list".into(),
-        description: "List the entries of a folder under the root folder.".into(),
-        parameters: json!({
+    ToolDefinition::new(
+        "list",
+        "List the entries of a folder under the root folder.",
+        json!({
             "type": "object",
             "properties": {
                 "path": { "type": "string", "description": "Folder path, relative to the root folder (default .)" }
             },
             "additionalProperties": false
         }),
-        output_schema: Some(json!({
-            "type": "object",
-            "properties": {
-                "path": { "type": "string" },
-                "entries": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "name": { "type": "string" },
-                            "type": { "type": "string", "enum": ["file", "dir", "other"] },
-                            "size": { "type": "integer" }
-                        },
-                        "required": ["name", "type", "size"]
-                    }
-                },
-                "truncated": { "type": "boolean" }
+    )
+    .output_schema(json!({
+        "type": "object",
+        "properties": {
+            "path": { "type": "string" },
+            "entries": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "name": { "type": "string" },
+                        "type": { "type": "string", "enum": ["file", "dir", "other"] },
+                        "size": { "type": "integer" }
+                    },
+                    "required": ["name", "type", "size"]
+                }
             },
-            "required": ["path", "entries", "truncated"]
-        })),
-        source: codemode::ToolSource::Openclaw,
-        server: None,
-        label: None,
-        direct_only: false,
-        replay_safe: true,
-    }
+            "truncated": { "type": "boolean" }
+        },
+        "required": ["path", "entries", "truncated"]
+    }))
+    .replay_safe(true)
 }
 
 /// The CLI's `ToolHost`.

@@ -1,12 +1,16 @@
-//! The host side of the executor: finding the worker executable, starting workers ahead of need, talking to them
-//! over their stdin/stdout, and telling how a worker died.
+//! The host side of the executor: finding the worker executable, checking that a worker speaks this host's protocol,
+//! starting workers ahead of need, talking to them over their stdin/stdout, and telling how a worker died.
 //!
 //! Invariant: a worker serves one cell at a time and is either idle in the pool, owned by exactly one run, or
-//! killed. A worker whose cell did not end cleanly is never returned to the pool.
+//! killed. A worker whose cell did not end cleanly is never returned to the pool, and no worker serves a cell before
+//! its [`WorkerHello`] was read and accepted.
 
+use std::io::{BufRead as _, Read as _};
+use std::os::fd::AsRawFd as _;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
@@ -14,8 +18,8 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use crate::confine::{
     Confinement, ConfinementReport, ENV_ADDRESS_SPACE, ENV_CONFINEMENT, EXIT_CONFINEMENT, OPT_OUT_HINT,
 };
-use crate::protocol::{GuestGlobals, HostMessage, WorkerMessage};
-use crate::worker::{ENV_INSTRUCTIONS, ENV_MEMORY, EXIT_MEMORY};
+use crate::protocol::{GuestGlobals, HostMessage, PROTOCOL_VERSION, WorkerHello, WorkerMessage};
+use crate::worker::{ENV_INSTRUCTIONS, ENV_MEMORY, ENV_ROLE, EXIT_MEMORY};
 
 /// Environment variable naming the worker executable, overriding every other way of finding it.
 pub const ENV_WORKER: &str = "CODEMODE_WORKER";
@@ -23,17 +27,48 @@ pub const ENV_WORKER: &str = "CODEMODE_WORKER";
 pub const WORKER_BIN: &str = "codemode-worker";
 /// Memory the worker process needs besides the guest's own budget (engine, prelude, buffers).
 const WORKER_BASE_MEMORY: u64 = 48 * 1024 * 1024;
+/// How long [`WorkerPool::check`] waits for a started worker's hello before it gives up on it. A worker writes its
+/// hello before it builds anything (a few milliseconds after exec); only a binary that is not a worker is this slow.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How to provide a worker, quoted by [`PoolError::NotFound`].
+const HOW_TO_PROVIDE_A_WORKER: &str = "provide one of: (1) set $CODEMODE_WORKER to a `codemode-worker` binary (built \
+    with `cargo build -p codemode-vm --bin codemode-worker` in the codemode checkout); (2) put `codemode-worker` \
+    beside this executable; (3) make this binary its own worker: call `codemode::vm::worker::run_worker()` first \
+    thing in `main` when it is started with a marker argument, and pass \
+    `CodeModeBuilder::worker(WorkerCommand::current_exe(&[\"<marker>\"])?)` (README, \"The worker executable\")";
+
+/// The `[patch.crates-io]` line that gives an embedder's build the patched `boa_string` this crate was built from,
+/// quoted by [`PoolError::SlowStrings`]: the path is this checkout's `vendor/boa_string`.
+pub fn boa_string_patch_line() -> String {
+    let vendor = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../vendor/boa_string");
+    let vendor = vendor.canonicalize().unwrap_or(vendor);
+    format!("boa_string = {{ path = \"{}\" }}", vendor.display())
+}
 
 /// Errors of the worker pool.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PoolError {
-    /// No worker executable could be found.
+    /// No worker executable was given and none could be found.
     #[error(
-        "no code mode worker executable found (looked at ${ENV_WORKER}, then `{WORKER_BIN}` next to {0}); build it \
-         with `cargo build -p codemode-vm --bin codemode-worker` or set {ENV_WORKER}"
+        "no code mode worker executable: ${ENV_WORKER} is unset and there is no `{WORKER_BIN}` at {}; {HOW_TO_PROVIDE_A_WORKER}",
+        looked_at.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" or ")
     )]
-    NotFound(String),
+    NotFound {
+        /// Where the bundled worker was looked for.
+        looked_at: Vec<PathBuf>,
+    },
+    /// The running executable could not be named, so neither a worker beside it nor itself can be started.
+    #[error("the running executable cannot be named ({0}); set ${ENV_WORKER} to a `{WORKER_BIN}` binary")]
+    NoCurrentExe(#[source] std::io::Error),
+    /// This process was started as a worker but builds a pool: its `main` did not call `run_worker` first.
+    #[error(
+        "this process was started as a code mode worker (${ENV_ROLE} is set) but starts a worker pool instead of \
+         serving: call `codemode::vm::worker::run_worker()` first thing in `main` when the worker marker argument \
+         is present"
+    )]
+    StartedAsWorker,
     /// The worker could not be started.
     #[error("the code mode worker {path} could not start: {source}")]
     Spawn {
@@ -48,6 +83,43 @@ pub enum PoolError {
     /// The worker could not confine itself and ended before running anything.
     #[error("the code mode worker could not confine itself ({0}); {OPT_OUT_HINT}")]
     Confinement(String),
+    /// The worker did not introduce itself with a hello.
+    #[error(
+        "the code mode worker {worker} did not introduce itself ({reason}): it is not a code mode worker, or one \
+         older than protocol version {PROTOCOL_VERSION}"
+    )]
+    NoHello {
+        /// The worker command.
+        worker: String,
+        /// What it did instead.
+        reason: String,
+    },
+    /// The worker speaks another protocol version than this host.
+    #[error(
+        "the code mode worker {worker} speaks protocol version {worker_protocol}, this host speaks version \
+         {host_protocol}: build the worker from the same codemode sources as the host"
+    )]
+    Protocol {
+        /// The worker command.
+        worker: String,
+        /// The worker's version.
+        worker_protocol: u32,
+        /// This host's version ([`PROTOCOL_VERSION`]).
+        host_protocol: u32,
+    },
+    /// The worker's engine lacks append strings and the embedder did not allow the slower engine.
+    #[error(
+        "the code mode worker {worker} was built with crates.io's boa_string, without codemode's append strings \
+         (`s += x` in a loop copies the whole string every time): add `{patch_line}` under `[patch.crates-io]` in \
+         the Cargo.toml at the root of your workspace, or allow the slower engine with \
+         `CodeModeBuilder::allow_slow_strings(true)`"
+    )]
+    SlowStrings {
+        /// The worker command.
+        worker: String,
+        /// The line to add, from [`boa_string_patch_line`].
+        patch_line: String,
+    },
 }
 
 /// How to start a worker process.
@@ -65,13 +137,14 @@ impl WorkerCommand {
     ///
     /// # Errors
     ///
-    /// [`PoolError::NotFound`] when none exists.
+    /// [`PoolError::NotFound`] when none exists (its message lists the ways to provide one).
     pub fn locate() -> Result<WorkerCommand, PoolError> {
         if let Some(path) = std::env::var_os(ENV_WORKER) {
             return Ok(WorkerCommand { program: PathBuf::from(path), args: Vec::new() });
         }
-        let exe = std::env::current_exe().map_err(|e| PoolError::NotFound(e.to_string()))?;
+        let exe = std::env::current_exe().map_err(PoolError::NoCurrentExe)?;
         let name = format!("{WORKER_BIN}{}", std::env::consts::EXE_SUFFIX);
+        let mut looked_at = Vec::new();
         let mut dir = exe.parent();
         for _ in 0..2 {
             let Some(d) = dir else { break };
@@ -79,20 +152,29 @@ impl WorkerCommand {
             if candidate.is_file() {
                 return Ok(WorkerCommand { program: candidate, args: Vec::new() });
             }
+            looked_at.push(candidate);
             dir = d.parent();
         }
-        Err(PoolError::NotFound(exe.display().to_string()))
+        Err(PoolError::NotFound { looked_at })
     }
 
-    /// Re-executes the running binary with `args` (the binary must call `codemode_vm::worker::run_worker` when
-    /// it sees them).
+    /// Re-executes the running binary with `args` (the binary must call `codemode_vm::worker::run_worker` first
+    /// thing in `main` when it sees them).
     ///
     /// # Errors
     ///
-    /// [`PoolError::NotFound`] when the running executable cannot be named.
+    /// [`PoolError::NoCurrentExe`] when the running executable cannot be named.
     pub fn current_exe(args: &[&str]) -> Result<WorkerCommand, PoolError> {
-        let program = std::env::current_exe().map_err(|e| PoolError::NotFound(e.to_string()))?;
+        let program = std::env::current_exe().map_err(PoolError::NoCurrentExe)?;
         Ok(WorkerCommand { program, args: args.iter().map(|s| (*s).to_owned()).collect() })
+    }
+
+    /// The command as a person would type it, for error messages.
+    fn display(&self) -> String {
+        std::iter::once(self.program.display().to_string())
+            .chain(self.args.iter().cloned())
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 }
 
@@ -111,6 +193,8 @@ pub struct PoolConfig {
     pub globals: Option<Arc<GuestGlobals>>,
     /// How each worker confines itself before it runs anything (default [`Confinement::Required`]).
     pub confinement: Confinement,
+    /// Accept workers whose engine lacks append strings (see [`PoolError::SlowStrings`]).
+    pub allow_slow_strings: bool,
 }
 
 /// Pre-started workers, each with a context already built.
@@ -142,6 +226,68 @@ impl WorkerPool {
     /// Workers idle in the pool (their context built or being built).
     pub fn idle_count(&self) -> usize {
         self.idle.lock().expect("pool lock").len()
+    }
+
+    /// Starts one worker the way the pool does (stdin closed), reads its [`WorkerHello`], stops it and checks the
+    /// hello against this host, so that a wrong worker fails here, once, rather than in every cell. Blocking: it
+    /// waits for the worker process to start (a few milliseconds for a worker).
+    ///
+    /// # Errors
+    ///
+    /// [`PoolError::StartedAsWorker`] in a process the pool started as a worker, [`PoolError::Spawn`] when the
+    /// command cannot start, [`PoolError::NoHello`], [`PoolError::Protocol`] or [`PoolError::SlowStrings`] when
+    /// its hello is missing or refused.
+    pub fn check(&self) -> Result<WorkerHello, PoolError> {
+        if std::env::var_os(ENV_ROLE).is_some() {
+            return Err(PoolError::StartedAsWorker);
+        }
+        let command = &self.config.command;
+        let worker = command.display();
+        let mut child = std::process::Command::new(&command.program)
+            .args(&command.args)
+            .env(ENV_ROLE, "1")
+            .env(ENV_MEMORY, self.config.memory_limit_bytes.to_string())
+            .env(ENV_INSTRUCTIONS, self.config.instructions.to_string())
+            .env(ENV_CONFINEMENT, self.config.confinement.as_str())
+            .env(ENV_ADDRESS_SPACE, self.address_space().to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|source| PoolError::Spawn { path: worker.clone(), source })?;
+        let mut line = String::new();
+        if let Some(stdout) = child.stdout.take() {
+            let mut fd = libc::pollfd { fd: stdout.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+            let timeout = i32::try_from(HELLO_TIMEOUT.as_millis()).unwrap_or(i32::MAX);
+            // SAFETY: `fd` is a valid pollfd for the duration of the call; poll only writes its `revents`.
+            if unsafe { libc::poll(&mut fd, 1, timeout) } > 0 {
+                // A hello is one short line; a binary that prints something else gets its first 64 KiB read.
+                let _ = std::io::BufReader::new(stdout.take(64 * 1024)).read_line(&mut line);
+            }
+        }
+        let _ = child.kill();
+        let status = child.wait();
+        if line.is_empty() {
+            let mut stderr = Vec::new();
+            if let Some(pipe) = child.stderr.take() {
+                let _ = pipe.take(4096).read_to_end(&mut stderr);
+            }
+            let ended = match status {
+                Ok(status) if status.code().is_some() => format!("it exited with {status} without a word"),
+                _ => format!("it wrote nothing within {} s", HELLO_TIMEOUT.as_secs()),
+            };
+            let stderr = String::from_utf8_lossy(&stderr);
+            if matches!(&status, Ok(status) if status.code() == Some(EXIT_CONFINEMENT)) {
+                let line = stderr.lines().rev().find(|l| l.contains("confinement step")).unwrap_or("no reason given");
+                return Err(PoolError::Confinement(line.trim_start_matches("codemode worker: ").to_owned()));
+            }
+            let reason = match stderr.trim() {
+                "" => ended,
+                said => format!("{ended}; its stderr: {said}"),
+            };
+            return Err(PoolError::NoHello { worker, reason });
+        }
+        read_hello(&line, &worker, self.config.allow_slow_strings)
     }
 
     /// Starts workers until `warm` are idle.
@@ -228,6 +374,7 @@ impl WorkerPool {
         let command = &self.config.command;
         let mut cmd = Command::new(&command.program);
         cmd.args(&command.args)
+            .env(ENV_ROLE, "1")
             .env(ENV_MEMORY, self.config.memory_limit_bytes.to_string())
             .env(ENV_INSTRUCTIONS, self.config.instructions.to_string())
             .env(ENV_CONFINEMENT, self.config.confinement.as_str())
@@ -274,6 +421,9 @@ impl WorkerPool {
         });
         Ok(WorkerProcess {
             child,
+            worker: command.display().into(),
+            allow_slow_strings: self.config.allow_slow_strings,
+            greeted: false,
             stdin,
             configuring,
             stdout: BufReader::new(stdout),
@@ -282,6 +432,43 @@ impl WorkerPool {
             confinement: None,
         })
     }
+}
+
+/// Reads a worker's first line as its hello and checks it against this host.
+///
+/// The version is read before the rest of the hello, so a worker of another version whose hello has another shape
+/// is still named by its version.
+fn read_hello(line: &str, worker: &str, allow_slow_strings: bool) -> Result<WorkerHello, PoolError> {
+    let no_hello = |reason: String| PoolError::NoHello { worker: worker.to_owned(), reason };
+    let excerpt = || {
+        let line = line.trim_end();
+        let end = (0..=line.len().min(200)).rev().find(|i| line.is_char_boundary(*i)).unwrap_or(0);
+        format!("`{}{}`", &line[..end], if end < line.len() { "…" } else { "" })
+    };
+    let value: serde_json::Value =
+        serde_json::from_str(line).map_err(|_| no_hello(format!("its first line is not JSON: {}", excerpt())))?;
+    if value.get("t").and_then(serde_json::Value::as_str) != Some("hello") {
+        return Err(no_hello(format!("its first message is not a hello: {}", excerpt())));
+    }
+    let Some(protocol) = value.get("protocol").and_then(serde_json::Value::as_u64) else {
+        return Err(no_hello(format!("its hello names no protocol version: {}", excerpt())));
+    };
+    if protocol != u64::from(PROTOCOL_VERSION) {
+        return Err(PoolError::Protocol {
+            worker: worker.to_owned(),
+            worker_protocol: u32::try_from(protocol).unwrap_or(u32::MAX),
+            host_protocol: PROTOCOL_VERSION,
+        });
+    }
+    let hello = match serde_json::from_value::<WorkerMessage>(value) {
+        Ok(WorkerMessage::Hello(hello)) => hello,
+        Ok(_) => return Err(no_hello(format!("its first message is not a hello: {}", excerpt()))),
+        Err(e) => return Err(no_hello(format!("its hello is malformed ({e}): {}", excerpt()))),
+    };
+    if !hello.append_strings && !allow_slow_strings {
+        return Err(PoolError::SlowStrings { worker: worker.to_owned(), patch_line: boa_string_patch_line() });
+    }
+    Ok(hello)
 }
 
 /// How a worker process ended.
@@ -319,6 +506,11 @@ impl Death {
 #[derive(Debug)]
 pub struct WorkerProcess {
     child: Child,
+    /// The command that started it, for error messages.
+    worker: Arc<str>,
+    allow_slow_strings: bool,
+    /// Whether its hello was read and accepted.
+    greeted: bool,
     /// `None` while the `Configure` message is being written, or after that write failed.
     stdin: Option<ChildStdin>,
     configuring: Option<tokio::task::JoinHandle<std::io::Result<ChildStdin>>>,
@@ -362,6 +554,7 @@ impl WorkerProcess {
     }
 
     async fn write(&mut self, message: &HostMessage) -> Result<(), PoolError> {
+        self.greet().await?;
         let mut text = serde_json::to_vec(message).expect("host messages always serialize");
         text.push(b'\n');
         if let Some(task) = self.configuring.take() {
@@ -373,9 +566,45 @@ impl WorkerProcess {
         Ok(())
     }
 
-    /// The next message other than `Ready` and `Confined` (kept for [`WorkerProcess::confinement`]), or how the
-    /// worker died.
+    /// Reads and checks the worker's hello, once; a refused worker is killed.
+    ///
+    /// The worker writes its hello before it builds anything, so for a pooled worker it is already in the pipe.
+    async fn greet(&mut self) -> Result<(), PoolError> {
+        if self.greeted {
+            return Ok(());
+        }
+        self.line.clear();
+        let result = match self.stdout.read_line(&mut self.line).await {
+            Ok(0) => match self.death().await {
+                // A worker that could not confine itself ends before its hello, on purpose: say why.
+                Death::Confinement(what) => Err(PoolError::Confinement(what)),
+                death => Err(PoolError::NoHello {
+                    worker: self.worker.to_string(),
+                    reason: format!("it ended before writing a line: {}", death.message()),
+                }),
+            },
+            Ok(_) => read_hello(&self.line, &self.worker, self.allow_slow_strings).map(|hello| {
+                warn_unconfined(&hello.confinement);
+                self.confinement = Some(hello.confinement);
+            }),
+            Err(e) => Err(PoolError::Pipe(e)),
+        };
+        match result {
+            Ok(()) => self.greeted = true,
+            Err(_) => {
+                let _ = self.child.start_kill();
+            }
+        }
+        result
+    }
+
+    /// The next message other than `Ready`, or how the worker died.
     pub async fn recv(&mut self) -> Result<WorkerMessage, Death> {
+        match self.greet().await {
+            Ok(()) => {}
+            Err(PoolError::Confinement(what)) => return Err(Death::Confinement(what)),
+            Err(e) => return Err(Death::Other(e.to_string())),
+        }
         loop {
             self.line.clear();
             let read = self.stdout.read_line(&mut self.line).await;
@@ -383,10 +612,9 @@ impl WorkerProcess {
                 Ok(0) | Err(_) => return Err(self.death().await),
                 Ok(_) => match serde_json::from_str::<WorkerMessage>(&self.line) {
                     Ok(WorkerMessage::Ready) => continue,
-                    Ok(WorkerMessage::Confined(report)) => {
-                        warn_unconfined(&report);
-                        self.confinement = Some(report);
-                        continue;
+                    Ok(WorkerMessage::Hello(_)) => {
+                        let _ = self.child.start_kill();
+                        return Err(Death::Other("it sent a second hello".into()));
                     }
                     Ok(message) => return Ok(message),
                     Err(e) => {

@@ -2,12 +2,45 @@
 //!
 //! The worker alternates between running the engine and waiting for a message; it reports every quiescent point
 //! (its job queue is empty) with the requests made since the last report. Output items stream as they are produced
-//! so a worker killed mid-cell keeps what it printed.
+//! so a worker killed mid-cell keeps what it printed. A worker's first message is always [`WorkerMessage::Hello`]
+//! with its [`PROTOCOL_VERSION`]; the host refuses a worker whose version differs from its own.
 
 use codemode_bridge::{BridgeRequest, Journal, OutputItem, Round};
 use serde::{Deserialize, Serialize};
 
 use crate::confine::ConfinementReport;
+
+/// The version of this protocol, announced by every worker in its [`WorkerHello`] and checked by the host.
+///
+/// Bump it whenever a message changes in a way the other side cannot read (a variant or field added, removed,
+/// renamed or given another meaning, including in the bridge types the messages carry): a host and a worker built
+/// from different versions then refuse each other up front instead of misreading each other mid-cell. Changes that
+/// only the sending side sees (a comment, a new optional field the other side ignores) need no bump.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// What a worker announces about itself before anything else, so the host can refuse it before it serves a cell.
+///
+/// New facts about the worker are new fields here (with `#[serde(default)]` when an older worker may omit them).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct WorkerHello {
+    /// The [`PROTOCOL_VERSION`] the worker was built with.
+    pub protocol: u32,
+    /// Whether the worker's engine has append strings (linear `s += x`), which only the patched `boa_string` in
+    /// `vendor/boa_string` provides; measured by the worker at start, not assumed.
+    pub append_strings: bool,
+    /// The confinement in force before the worker read anything from the host.
+    pub confinement: ConfinementReport,
+}
+
+impl WorkerHello {
+    /// The hello of a worker built from this crate whose engine does (`true`) or does not have append strings,
+    /// confined as `confinement` says.
+    pub fn new(append_strings: bool, confinement: ConfinementReport) -> WorkerHello {
+        WorkerHello { protocol: PROTOCOL_VERSION, append_strings, confinement }
+    }
+}
 
 /// One MCP server as the guest sees it under `MCP.<global>`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -123,8 +156,8 @@ pub enum CellFailure {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "t", rename_all = "camelCase")]
 pub enum WorkerMessage {
-    /// The worker's first message: the confinement in force before it read anything from the host.
-    Confined(ConfinementReport),
+    /// The worker's first message, written before it reads anything.
+    Hello(WorkerHello),
     /// The worker's next context is built; it reads the next `Start`.
     Ready,
     /// An output item, as soon as it is produced.

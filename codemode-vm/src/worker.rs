@@ -5,7 +5,8 @@
 //! arrives, so nothing leaks between cells and a warm worker pays only for the program. The next context is built
 //! once the host has taken the last result, and an idle worker keeps its engine code warm for a while (see
 //! `KeepWarm`). The process is disposable: the host kills it on a deadline, and the counting allocator ends it
-//! with a recognisable exit code when the guest passes its memory limit.
+//! with a recognisable exit code when the guest passes its memory limit. Before it reads anything, a worker
+//! introduces itself with [`WorkerMessage::Hello`]: its protocol version and whether its engine has append strings.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::fs::File;
@@ -16,7 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::confine::{ConfinementReport, Confiner, ENV_ADDRESS_SPACE};
 use crate::engine::Engine;
-use crate::protocol::{HostMessage, WorkerMessage};
+use crate::protocol::{HostMessage, WorkerHello, WorkerMessage};
 
 /// Exit code of a worker that passed its memory limit.
 pub const EXIT_MEMORY: i32 = 86;
@@ -24,6 +25,10 @@ pub const EXIT_MEMORY: i32 = 86;
 pub const ENV_MEMORY: &str = "CODEMODE_WORKER_MEMORY";
 /// Environment variable that holds a cell's engine instruction budget.
 pub const ENV_INSTRUCTIONS: &str = "CODEMODE_WORKER_INSTRUCTIONS";
+/// Environment variable the pool sets on every process it starts as a worker. A process that has it and starts a
+/// pool of its own did not call [`run_worker`] when started as a worker; the pool refuses instead of starting
+/// itself again and again.
+pub const ENV_ROLE: &str = "CODEMODE_WORKER_ROLE";
 /// How long a worker lets the host take a result before it builds its next context.
 const NEXT_CONTEXT_DELAY_MS: i32 = 2;
 /// How long a context must wait for its cell for the worker to count as serving turns rather than a busy host.
@@ -157,12 +162,34 @@ fn write_message(out: &mut impl Write, message: &WorkerMessage) -> std::io::Resu
     out.flush()
 }
 
+/// Whether the engine's strings append in place (`vendor/boa_string`'s patch) rather than copying the left operand
+/// on every concatenation (crates.io's `boa_string`).
+///
+/// Measured, not assumed: it appends twice to a long string and checks that the second result starts at the same
+/// address as the first, which only an append buffer does (a copying concatenation allocates anew while the first
+/// result is still alive). Which `boa_string` is linked is decided by the embedder's `[patch.crates-io]`, not by
+/// this crate, so only a run-time test can tell.
+pub fn engine_has_append_strings() -> bool {
+    use boa_engine::string::{JsStr, JsStrVariant, JsString};
+    fn start(s: &JsString) -> usize {
+        match s.as_str().variant() {
+            JsStrVariant::Latin1(units) => units.as_ptr() as usize,
+            JsStrVariant::Utf16(units) => units.as_ptr() as usize,
+        }
+    }
+    let long = JsString::from("x".repeat(512).as_str());
+    let once = JsString::concat(long.as_str(), JsStr::latin1(b"y"));
+    let twice = JsString::concat(once.as_str(), JsStr::latin1(b"z"));
+    start(&once) == start(&twice)
+}
+
 fn serve(instructions: u64, confinement: ConfinementReport) -> std::io::Result<()> {
     let mut input = BufReader::new(File::from(std::io::stdin().as_fd().try_clone_to_owned()?));
     let out = Rc::new(std::cell::RefCell::new(BufWriter::new(std::io::stdout())));
-    // The first message says what confinement is in force.
-    write_message(&mut *out.borrow_mut(), &WorkerMessage::Confined(confinement))?;
     let mut line = String::new();
+    // The first message: the protocol version, the engine's strings and the confinement in force.
+    let hello = WorkerHello::new(engine_has_append_strings(), confinement);
+    write_message(&mut *out.borrow_mut(), &WorkerMessage::Hello(hello))?;
     // The first message may configure the globals every context is built with; anything else is kept for the
     // first context.
     let mut next = read_message(&mut input, &mut line)?;

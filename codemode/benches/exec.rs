@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use codemode::bridge::{CallContext, ToolError, ToolHost};
-use codemode::{CodeMode, CodeModeResult, Limits, RunScope, ToolDefinition, ToolSource};
+use codemode::{CodeMode, CodeModeResult, Limits, RunScope, ToolDefinition};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
 
@@ -26,17 +26,7 @@ impl ToolHost for Ping {
 }
 
 fn ping_tool() -> ToolDefinition {
-    ToolDefinition {
-        name: "ping".into(),
-        description: "Answers {ok: true}".into(),
-        parameters: json!({ "type": "object" }),
-        output_schema: None,
-        source: ToolSource::Openclaw,
-        server: None,
-        label: None,
-        direct_only: false,
-        replay_safe: true,
-    }
+    ToolDefinition::new("ping", "Answers {ok: true}", json!({ "type": "object" })).replay_safe(true)
 }
 
 fn engine(replay: bool) -> CodeMode {

@@ -474,8 +474,8 @@ async fn drive(inner: &Arc<Inner>, run: &mut LiveRun, deadline: Instant) -> Stop
                 Ok(Ok(message)) => message,
             };
             match message {
-                // `recv` keeps both for itself; neither can reach a run.
-                WorkerMessage::Ready | WorkerMessage::Confined(_) => {}
+                // `recv` consumes the hello and skips `Ready`.
+                WorkerMessage::Hello(_) | WorkerMessage::Ready => {}
                 WorkerMessage::Output(item) => {
                     run.emitted += 1;
                     run.new_output.push(item);

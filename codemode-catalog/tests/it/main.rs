@@ -23,17 +23,16 @@ pub fn real_tools(source: ToolSource) -> Vec<ToolDefinition> {
             if source != ToolSource::Mcp && out.iter().any(|d| d.name == name) {
                 name = format!("{}_{name}", server.replace('-', "_"));
             }
-            out.push(ToolDefinition {
+            let mut definition = ToolDefinition::new(
                 name,
-                label: t.get("title").and_then(Value::as_str).map(str::to_owned),
-                description: t.get("description").and_then(Value::as_str).unwrap_or("").to_owned(),
-                parameters: t.get("inputSchema").cloned().unwrap_or_else(|| json!({"type": "object"})),
-                output_schema: t.get("outputSchema").cloned(),
-                source,
-                server: (source == ToolSource::Mcp).then(|| server.clone()),
-                direct_only: false,
-                replay_safe: false,
-            });
+                t.get("description").and_then(Value::as_str).unwrap_or(""),
+                t.get("inputSchema").cloned().unwrap_or_else(|| json!({"type": "object"})),
+            )
+            .source(source);
+            definition.label = t.get("title").and_then(Value::as_str).map(str::to_owned);
+            definition.output_schema = t.get("outputSchema").cloned();
+            definition.server = (source == ToolSource::Mcp).then(|| server.clone());
+            out.push(definition);
         }
     }
     out
@@ -41,17 +40,7 @@ pub fn real_tools(source: ToolSource) -> Vec<ToolDefinition> {
 
 /// A plain tool definition.
 pub fn tool(name: &str, source: ToolSource) -> ToolDefinition {
-    ToolDefinition {
-        name: name.to_owned(),
-        label: None,
-        description: format!("The {name} tool."),
-        parameters: json!({"type": "object", "properties": {}}),
-        output_schema: None,
-        source,
-        server: None,
-        direct_only: false,
-        replay_safe: false,
-    }
+    ToolDefinition::new(name, format!("The {name} tool."), json!({"type": "object", "properties": {}})).source(source)
 }
 
 /// Builds a catalog with default options.

@@ -112,7 +112,7 @@ fn direct_only_tools_stay_visible_and_controls_never_leak() {
     defs.push(direct("view_image"));
     defs.push(direct("computer"));
     for control in ["tool_search", "tool_describe", "tool_call", "tool_search_code"] {
-        defs.push(ToolDefinition { direct_only: false, ..direct(control) });
+        defs.push(direct(control).direct_only(false));
         defs.push(direct(control));
     }
     let catalog = Catalog::build(defs, CatalogOptions::default()).expect("builds");

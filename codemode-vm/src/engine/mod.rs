@@ -17,7 +17,7 @@ use boa_engine::builtins::promise::PromiseState;
 use boa_engine::context::ContextBuilder;
 use boa_engine::object::builtins::JsPromise;
 use boa_engine::{Context, JsError, JsNativeError, JsObject, JsResult, JsString, JsValue, Source, js_string};
-use codemode_bridge::{OutputItem, Round, Settlement, truncation_marker};
+use codemode_bridge::{Round, Settlement, truncation_marker};
 
 use crate::protocol::{CellFailure, GuestGlobals, GuestOutcome, Start, WorkerMessage};
 pub use bridge::OutputSink;
@@ -329,7 +329,8 @@ fn map_line(line: &str, user_lines: u32) -> Option<String> {
 }
 
 /// An output item delivered to the sink, for tests that drive an engine in-process.
-pub fn collect_output() -> (OutputSink, Rc<RefCell<Vec<OutputItem>>>) {
+#[cfg(feature = "engine-api")]
+pub fn collect_output() -> (OutputSink, Rc<RefCell<Vec<codemode_bridge::OutputItem>>>) {
     let items = Rc::new(RefCell::new(Vec::new()));
     let sink_items = items.clone();
     (Box::new(move |item| sink_items.borrow_mut().push(item)), items)

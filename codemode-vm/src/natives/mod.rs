@@ -16,6 +16,7 @@ use boa_engine::{
     object::FunctionObjectBuilder, property::PropertyDescriptor, property::PropertyKey,
 };
 
+#[cfg(feature = "engine-api")]
 pub use pure::pure_calls;
 
 /// Installs every native replacement into `context`: the String and RegExp methods of [`strings`], `JSON.parse`,

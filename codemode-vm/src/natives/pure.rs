@@ -47,6 +47,7 @@ thread_local! {
 
 /// How many built-in calls the engines of this thread answered from a pure callback without calling it: a
 /// statistic, which the tests use to prove that the native path was taken.
+#[cfg(feature = "engine-api")]
 pub fn pure_calls() -> usize {
     NATIVE_CALLS.get()
 }

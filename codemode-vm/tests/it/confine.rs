@@ -97,6 +97,7 @@ fn pool(command: WorkerCommand, confinement: Confinement) -> Arc<WorkerPool> {
         instructions: 10_000_000,
         globals: None,
         confinement,
+        allow_slow_strings: false,
     })
 }
 

@@ -210,17 +210,11 @@ async fn activation_decides_the_payload_and_fails_closed() {
 #[tokio::test]
 async fn mcp_tools_live_under_their_namespace_and_mark_results_untrusted() {
     let mut tools = crate::support::tools();
-    tools.push(codemode::ToolDefinition {
-        name: "echo".into(),
-        description: "echo from an MCP server".into(),
-        parameters: json!({ "type": "object" }),
-        output_schema: None,
-        source: codemode::ToolSource::Mcp,
-        server: Some("my-docs".into()),
-        label: None,
-        direct_only: false,
-        replay_safe: false,
-    });
+    tools.push(
+        codemode::ToolDefinition::new("echo", "echo from an MCP server", json!({ "type": "object" }))
+            .source(codemode::ToolSource::Mcp)
+            .server("my-docs"),
+    );
     let engine = codemode::CodeMode::builder()
         .limits(codemode::Limits { timeout_ms: 2_000, ..codemode::Limits::default() })
         .tools(tools)

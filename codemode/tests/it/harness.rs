@@ -56,17 +56,7 @@ impl ToolHost for Host {
 }
 
 fn tool(name: &str, description: &str) -> ToolDefinition {
-    ToolDefinition {
-        name: name.into(),
-        description: description.into(),
-        parameters: json!({ "type": "object" }),
-        output_schema: None,
-        source: Default::default(),
-        server: None,
-        label: None,
-        direct_only: false,
-        replay_safe: true,
-    }
+    ToolDefinition::new(name, description, json!({ "type": "object" })).replay_safe(true)
 }
 
 /// The limits of the rig: a short timeout, the default memory limit and output budget.

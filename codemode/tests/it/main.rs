@@ -2,6 +2,7 @@
 
 mod bridge_roundtrip;
 mod corpus;
+mod embed;
 mod exec;
 mod harness;
 mod replay;

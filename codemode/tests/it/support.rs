@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use codemode::bridge::{CallContext, ToolError, ToolHost};
-use codemode::{CodeMode, CodeModeResult, Limits, RunScope, ToolDefinition, ToolSource};
+use codemode::{CodeMode, CodeModeResult, Limits, RunScope, ToolDefinition};
 use serde_json::{Value, json};
 
 /// A tool host with a few real tools: `echo`, `add`, `fail`, `slow` (sleeps `ms`), `DOMException` (a name the
@@ -40,17 +40,7 @@ impl ToolHost for TestHost {
 }
 
 pub fn tool(name: &str, parameters: Value) -> ToolDefinition {
-    ToolDefinition {
-        name: name.into(),
-        description: format!("test tool {name}"),
-        parameters,
-        output_schema: None,
-        source: ToolSource::Openclaw,
-        server: None,
-        label: None,
-        direct_only: false,
-        replay_safe: true,
-    }
+    ToolDefinition::new(name, format!("test tool {name}"), parameters).replay_safe(true)
 }
 
 pub fn tools() -> Vec<ToolDefinition> {

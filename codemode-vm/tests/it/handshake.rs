@@ -1,0 +1,140 @@
+//! The worker handshake: the real worker's first message is its hello, and the pool refuses a worker whose hello
+//! names another protocol version, is missing, or reports no append strings.
+//!
+//! The good path runs the real `codemode-worker`; the refusals use tiny shell scripts that print one crafted first
+//! line, because a real worker of another version or without append strings cannot be built in this workspace.
+
+use std::io::BufRead as _;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use codemode_vm::pool::{PoolConfig, PoolError, WorkerCommand, WorkerPool};
+use codemode_vm::protocol::{HostMessage, PROTOCOL_VERSION, WorkerMessage};
+
+fn real_worker() -> WorkerCommand {
+    WorkerCommand { program: PathBuf::from(env!("CARGO_BIN_EXE_codemode-worker")), args: Vec::new() }
+}
+
+fn pool(command: WorkerCommand, allow_slow_strings: bool) -> std::sync::Arc<WorkerPool> {
+    WorkerPool::new(PoolConfig {
+        command,
+        warm: 0,
+        memory_limit_bytes: 64 * 1024 * 1024,
+        instructions: 1_000_000,
+        globals: None,
+        allow_slow_strings,
+        confinement: Default::default(),
+    })
+}
+
+/// A worker command that runs `body` as a POSIX shell script.
+fn script(dir: &Path, name: &str, body: &str) -> WorkerCommand {
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("write the script");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("make it executable");
+    WorkerCommand { program: path, args: Vec::new() }
+}
+
+/// A fake worker whose first line is `hello` and that then waits for the host to hang up.
+fn says(dir: &Path, name: &str, hello: &str) -> WorkerCommand {
+    script(dir, name, &format!("printf '%s\\n' '{hello}'\nexec cat >/dev/null"))
+}
+
+#[test]
+fn the_real_worker_introduces_itself_first() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_codemode-worker"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the worker starts");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line).expect("a line");
+    assert!(child.wait().expect("it exits").success(), "a worker whose host hangs up exits cleanly");
+    match serde_json::from_str::<WorkerMessage>(&line).expect("a worker message") {
+        WorkerMessage::Hello(hello) => {
+            assert_eq!(hello.protocol, PROTOCOL_VERSION);
+            assert!(hello.append_strings, "this workspace patches boa_string");
+        }
+        other => panic!("first message {other:?}"),
+    }
+}
+
+#[test]
+fn the_engine_of_this_workspace_has_append_strings() {
+    assert!(codemode_vm::worker::engine_has_append_strings());
+}
+
+#[test]
+fn check_accepts_the_real_worker() {
+    let hello = pool(real_worker(), false).check().expect("the real worker passes");
+    assert_eq!(hello.protocol, PROTOCOL_VERSION);
+    assert!(hello.append_strings);
+}
+
+#[test]
+fn check_refuses_another_protocol_version_naming_both_and_the_worker() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let worker = says(dir.path(), "future-worker", r#"{"t":"hello","protocol":999,"shape":"unknown"}"#);
+    let error = pool(worker.clone(), false).check().expect_err("refused");
+    assert!(matches!(error, PoolError::Protocol { worker_protocol: 999, host_protocol: PROTOCOL_VERSION, .. }));
+    let message = error.to_string();
+    assert!(message.contains("protocol version 999"), "{message}");
+    assert!(message.contains(&format!("version {PROTOCOL_VERSION}")), "{message}");
+    assert!(message.contains(&worker.program.display().to_string()), "{message}");
+}
+
+#[test]
+fn check_refuses_a_worker_without_a_hello() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let silent = script(dir.path(), "silent", "echo 'not a worker' >&2\nexit 3");
+    let error = pool(silent, false).check().expect_err("refused");
+    let message = error.to_string();
+    assert!(matches!(error, PoolError::NoHello { .. }), "{message}");
+    assert!(message.contains("exit status: 3") && message.contains("not a worker"), "{message}");
+    let chatty = says(dir.path(), "chatty", r#"{"t":"ready"}"#);
+    let message = pool(chatty, false).check().expect_err("refused").to_string();
+    assert!(message.contains("its first message is not a hello"), "{message}");
+}
+
+#[test]
+fn check_refuses_slow_strings_naming_the_patch_line_unless_allowed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let hello = format!(
+        r#"{{"t":"hello","protocol":{PROTOCOL_VERSION},"appendStrings":false,"confinement":{{"mode":"off","steps":[]}}}}"#
+    );
+    let slow = says(dir.path(), "slow-worker", &hello);
+    let error = pool(slow.clone(), false).check().expect_err("refused");
+    let vendor = Path::new(env!("CARGO_MANIFEST_DIR")).join("../vendor/boa_string").canonicalize().expect("vendor");
+    let line = format!("boa_string = {{ path = \"{}\" }}", vendor.display());
+    assert_eq!(codemode_vm::pool::boa_string_patch_line(), line);
+    let message = error.to_string();
+    assert!(message.contains(&format!("add `{line}` under `[patch.crates-io]`")), "{message}");
+    assert!(message.contains("allow_slow_strings(true)"), "{message}");
+    let accepted = pool(slow, true).check().expect("allowed");
+    assert!(!accepted.append_strings);
+}
+
+#[tokio::test]
+async fn a_pooled_worker_of_another_version_never_gets_a_cell() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let worker = says(dir.path(), "old-worker", r#"{"t":"hello","protocol":0,"appendStrings":true}"#);
+    let pool = pool(worker, false);
+    let mut process = pool.checkout().expect("the process starts");
+    let error = process.send(&HostMessage::Shutdown).await.expect_err("refused before the first message");
+    assert!(matches!(error, PoolError::Protocol { worker_protocol: 0, .. }), "{error}");
+}
+
+#[test]
+fn error_texts() {
+    let not_found = PoolError::NotFound {
+        looked_at: vec![PathBuf::from("/app/bin/codemode-worker"), PathBuf::from("/app/codemode-worker")],
+    };
+    let protocol =
+        PoolError::Protocol { worker: "/app/bin/worker".into(), worker_protocol: 0, host_protocol: PROTOCOL_VERSION };
+    let slow = PoolError::SlowStrings {
+        worker: "/app/bin/app __codemode_worker".into(),
+        patch_line: r#"boa_string = { path = "/src/codemode/vendor/boa_string" }"#.into(),
+    };
+    insta::assert_snapshot!([not_found.to_string(), protocol.to_string(), slow.to_string()].join("\n\n"));
+}

@@ -1,0 +1,102 @@
+//! Embedding from outside the workspace: `examples/embed` (its own workspace, a path dependency on the facade, its
+//! own binary as the worker) is built and run, README's library snippet is that program word for word, and a
+//! worker refused by its hello fails `build()` or, once the pool runs, the cell with `runtime_unavailable`.
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use codemode::vm::pool::{PoolError, WorkerCommand};
+use codemode::vm::protocol::PROTOCOL_VERSION;
+use codemode::{CodeMode, CodeModeResult, ErrorCode, RunScope};
+use serde_json::{Value, json};
+
+use crate::support::TestHost;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the facade sits in the repository").to_path_buf()
+}
+
+/// The target folder this test binary was built in (`<target>/debug/deps/it-…`), so the example reuses its builds.
+fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary has a path");
+    exe.ancestors().nth(3).expect("<target>/<profile>/deps/<binary>").to_path_buf()
+}
+
+#[test]
+fn the_example_embeds_the_facade_from_outside_the_workspace() {
+    let output = Command::new(env!("CARGO"))
+        .args(["run", "--quiet", "--offline", "--manifest-path"])
+        .arg(repo().join("examples/embed/Cargo.toml"))
+        .env("CARGO_TARGET_DIR", target_dir())
+        .env_remove("CODEMODE_WORKER")
+        .output()
+        .expect("cargo runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "the example failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    let mut lines = stdout.lines();
+    assert_eq!(lines.next(), Some("the model sees: exec, wait"));
+    let result: Value = serde_json::from_str(lines.next().expect("the result line")).expect("the result is JSON");
+    assert_eq!(result["status"], "completed", "{result}");
+    assert_eq!(result["value"], json!({ "tool": "ping", "args": { "n": 1 } }), "{result}");
+}
+
+#[test]
+fn the_readme_library_snippet_is_the_example_word_for_word() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).expect("README");
+    let section = &readme[readme.find("## Using the library").expect("the library section")..];
+    let start = section.find("```rust,no_run\n").expect("the Rust snippet") + "```rust,no_run\n".len();
+    let snippet = &section[start..start + section[start..].find("\n```").expect("the snippet ends")];
+    let main = std::fs::read_to_string(repo().join("examples/embed/src/main.rs")).expect("the example");
+    let body = main.lines().skip_while(|l| l.starts_with("//!")).skip_while(|l| l.is_empty()).collect::<Vec<_>>();
+    assert_eq!(snippet, body.join("\n"), "README's snippet and examples/embed/src/main.rs differ");
+    let manifest = std::fs::read_to_string(repo().join("examples/embed/Cargo.toml")).expect("the manifest");
+    assert!(manifest.contains("[patch.crates-io]\nboa_string = { path = \"../../vendor/boa_string\" }"));
+    assert!(readme.contains("[patch.crates-io]\nboa_string = { path = \"../codemode/vendor/boa_string\" }"));
+}
+
+/// A worker command that runs `body` as a POSIX shell script.
+fn script(dir: &Path, body: &str) -> WorkerCommand {
+    let path = dir.join("worker.sh");
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("write the script");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("make it executable");
+    WorkerCommand { program: path, args: Vec::new() }
+}
+
+fn builder(worker: WorkerCommand) -> codemode::CodeModeBuilder {
+    CodeMode::builder().host(Arc::new(TestHost::default())).worker(worker).warm_workers(1)
+}
+
+#[tokio::test]
+async fn build_refuses_a_worker_of_another_protocol_version() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let worker = script(dir.path(), r#"printf '%s\n' '{"t":"hello","protocol":7}'; exec cat >/dev/null"#);
+    let error = builder(worker.clone()).build().expect_err("refused");
+    assert!(matches!(error, codemode::Error::Runtime(PoolError::Protocol { worker_protocol: 7, .. })), "{error}");
+    let message = error.to_string();
+    assert!(message.contains("protocol version 7"), "{message}");
+    assert!(message.contains(&format!("this host speaks version {PROTOCOL_VERSION}")), "{message}");
+    assert!(message.contains(&worker.program.display().to_string()), "{message}");
+}
+
+#[tokio::test]
+async fn a_worker_replaced_after_build_fails_the_cell_closed() {
+    // The first start (build's check) is the real worker; every later one announces protocol 0.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let real = WorkerCommand::locate().expect("the bundled worker");
+    let marker = dir.path().join("checked");
+    let body = format!(
+        "if [ ! -e '{marker}' ]; then touch '{marker}'; exec '{real}'; fi\n\
+         printf '%s\\n' '{{\"t\":\"hello\",\"protocol\":0,\"appendStrings\":true}}'; exec cat >/dev/null",
+        marker = marker.display(),
+        real = real.program.display(),
+    );
+    let engine = builder(script(dir.path(), &body)).build().expect("the check saw the real worker");
+    let result = engine.exec(json!({ "title": "t", "code": "return 1" }), RunScope::default()).await;
+    let CodeModeResult::Failed(failed) = &result else { panic!("{result:?}") };
+    assert_eq!(failed.code, ErrorCode::RuntimeUnavailable, "{result:?}");
+    assert!(failed.error.contains("protocol version 0"), "{}", failed.error);
+    assert!(failed.error.contains(&format!("version {PROTOCOL_VERSION}")), "{}", failed.error);
+}
