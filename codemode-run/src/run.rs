@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::{Inner, RunScope};
+use crate::{ExecInput, Inner, RunScope};
 
 /// A run as it lives between calls: everything a checkpoint holds, plus the live worker and in-flight host work.
 pub struct LiveRun {
@@ -90,7 +90,8 @@ pub(crate) fn telemetry(inner: &Inner, counters: &RunCounters) -> Telemetry {
     }
 }
 
-fn input_failure(inner: &Inner, message: String) -> CodeModeResult {
+/// A `failed` result for input the surface or the source check refused.
+pub fn input_failure(inner: &Inner, message: String) -> CodeModeResult {
     CodeModeResult::failed(ErrorCode::InvalidInput, FailurePhase::Input, message, telemetry(inner, &Default::default()))
 }
 
@@ -103,12 +104,8 @@ fn cell_limits(inner: &Inner) -> CellLimits {
     }
 }
 
-/// `exec`: validates the input and the source, starts a worker and drives the run.
-pub(crate) async fn exec(inner: Arc<Inner>, input: Value, scope: RunScope) -> CodeModeResult {
-    let input = match codemode_surface::parse_exec_input(&input) {
-        Ok(input) => input,
-        Err(e) => return input_failure(&inner, e.to_string()),
-    };
+/// `exec`: checks the source, starts a worker and drives the run (the surface validated `input`).
+pub async fn exec(inner: Arc<Inner>, input: ExecInput, scope: RunScope) -> CodeModeResult {
     let prepared = match codemode_vm::source::prepare(&input.code) {
         Ok(prepared) => prepared,
         Err(e) => return input_failure(&inner, e.message),
@@ -205,7 +202,7 @@ fn release_worker(inner: &Inner, run: &mut LiveRun) {
 
 impl LiveRun {
     /// Whether the run keeps a worker process.
-    pub(crate) fn holds_worker(&self) -> bool {
+    pub fn holds_worker(&self) -> bool {
         self.worker.is_some()
     }
 
@@ -290,7 +287,7 @@ async fn park(inner: Arc<Inner>, mut run: LiveRun, slot: Slot<LiveRun>, reason: 
 
 /// Starts the run store's housekeeping: every so often, runs past their TTL are dropped and runs parked longer
 /// than `live_window` give their worker back (they resume by replay). It stops when the engine is dropped.
-pub(crate) fn start_sweeper(inner: &Arc<Inner>, live_window: Duration) {
+pub fn start_sweeper(inner: &Arc<Inner>, live_window: Duration) {
     let every = (live_window / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
     let inner = Arc::downgrade(inner);
     tokio::spawn(async move {
@@ -306,12 +303,8 @@ pub(crate) fn start_sweeper(inner: &Arc<Inner>, live_window: Duration) {
 }
 
 /// `wait`: resumes a parked run, live when its worker is still attached, by replay otherwise.
-pub(crate) async fn wait(inner: Arc<Inner>, input: Value, scope: RunScope) -> CodeModeResult {
-    let input = match codemode_surface::parse_wait_input(&input) {
-        Ok(input) => input,
-        Err(e) => return input_failure(&inner, e.to_string()),
-    };
-    let resumed = match inner.runs.begin_resume(&input.run_id, &owner_of(&scope)) {
+pub async fn wait(inner: Arc<Inner>, run_id: &str, scope: RunScope) -> CodeModeResult {
+    let resumed = match inner.runs.begin_resume(run_id, &owner_of(&scope)) {
         Ok(resumed) => resumed,
         Err(e) => return store_failure(&inner, &e),
     };
@@ -382,7 +375,7 @@ pub(crate) async fn wait(inner: Arc<Inner>, input: Value, scope: RunScope) -> Co
 }
 
 /// `abort`: cancels pending host work and drops the run.
-pub(crate) async fn abort(inner: Arc<Inner>, run_id: &str) -> CodeModeResult {
+pub async fn abort(inner: Arc<Inner>, run_id: &str) -> CodeModeResult {
     let counters = RunCounters::default();
     match inner.runs.abort(run_id) {
         Ok(codemode_snapshot::AbortOutcome::Unknown) => store_failure(&inner, &StoreError::Unavailable),
@@ -403,7 +396,7 @@ pub(crate) async fn abort(inner: Arc<Inner>, run_id: &str) -> CodeModeResult {
 }
 
 /// The result of a cell its caller cancelled: dropping the run killed its worker and aborted its tool calls.
-pub(crate) fn cancelled(inner: &Inner) -> CodeModeResult {
+pub fn cancelled(inner: &Inner) -> CodeModeResult {
     CodeModeResult::failed(
         ErrorCode::Aborted,
         FailurePhase::Host,
