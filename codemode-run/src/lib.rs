@@ -1,10 +1,11 @@
-//! Driving a run: starting or resuming a cell in a worker, dispatching its bridge requests, and ending each
-//! `exec`/`wait` as completed, failed or waiting. The facade builds a [`Inner`] context and calls in here.
+//! Driving a run: the run as a sans-IO state machine ([`machine`]), its async driver over a [`Cell`] (`exec`,
+//! `wait`, `abort`), and the dispatch of bridge requests. The facade builds an [`Inner`] context and calls in here.
 //!
 //! It does not parse the model's input (the surface does) nor build the catalog or the pool (the facade does).
 //! Invariant: guest failures come back as `failed` results, never as `Err`; a suspended run is parked or fails.
 
 mod dispatch;
+pub mod machine;
 mod results;
 mod run;
 
@@ -13,11 +14,11 @@ use std::sync::Arc;
 use codemode_bridge::ToolHost;
 use codemode_catalog::Catalog;
 use codemode_config::Limits;
-use codemode_snapshot::{RunStore, SessionStore};
+use codemode_snapshot::{Clock, RunStore, SessionStore};
 use codemode_vm::pool::WorkerPool;
 
 pub use results::ResultStore;
-pub use run::{LiveRun, abort, cancelled, exec, input_failure, start_sweeper, wait};
+pub use run::{Cell, LiveRun, abort, cancelled, exec, input_failure, start_sweeper, wait};
 
 /// Who is calling: runs are scoped to their session and agent run.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -50,6 +51,27 @@ pub struct Inner {
     pub replay_on_resume: bool,
     /// Oversized final values kept for `results.load`.
     pub results: ResultStore,
+    /// The clock of deadlines, park times and the guest's virtual clock.
+    pub clock: Arc<dyn Clock>,
+    /// Where a new run's `Math.random` seed comes from.
+    pub entropy: Arc<dyn Entropy>,
+}
+
+/// The source of a new run's seed, behind a trait so tests can pin it.
+pub trait Entropy: Send + Sync + 'static {
+    /// A fresh seed.
+    fn seed(&self) -> u64;
+}
+
+/// Seeds from the operating system's randomness (through a v4 uuid).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OsEntropy;
+
+impl Entropy for OsEntropy {
+    fn seed(&self) -> u64 {
+        let bytes = *uuid::Uuid::new_v4().as_bytes();
+        u64::from_le_bytes(bytes[..8].try_into().expect("a uuid has 16 bytes"))
+    }
 }
 
 /// What `exec` runs, once the surface has validated the model's input.

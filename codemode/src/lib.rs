@@ -221,6 +221,8 @@ impl CodeModeBuilder {
             tools_digest,
             replay_on_resume: self.replay_on_resume,
             results: codemode_run::ResultStore::default(),
+            clock: Arc::new(SystemClock),
+            entropy: Arc::new(codemode_run::OsEntropy),
         });
         codemode_run::start_sweeper(&inner, self.live_window.unwrap_or(DEFAULT_LIVE_WINDOW));
         Ok(CodeMode { inner })

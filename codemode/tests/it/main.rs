@@ -4,6 +4,5 @@ mod bridge_roundtrip;
 mod corpus;
 mod exec;
 mod harness;
-mod replay;
 mod support;
 mod wait;
