@@ -5,11 +5,18 @@
 //! Everything here is plain data that crosses process boundaries as JSON; no engine type appears in this crate.
 
 mod budget;
+mod call;
+mod code;
 mod host;
 mod request;
 mod result;
 
 pub use budget::{OutputBudget, TRUNCATION_GUIDANCE, truncate_error, truncate_value, truncation_marker, utf8_prefix};
+pub use call::{
+    ApiArgs, BridgeCall, CallValueArgs, DescribeArgs, LoadArgs, MalformedRequest, NamespaceArgs, NamespaceTarget,
+    ResultLoadArgs, SearchArgs, SleepArgs, StoreArgs, YieldArgs,
+};
+pub use code::{BridgeErrorCode, EffectStatus};
 pub use host::{CallContext, ToolError, ToolHost};
 pub use request::{BridgeMethod, BridgeRequest, Journal, RequestDigest, Round, Settlement, SettlementValue};
 pub use result::{

@@ -7,6 +7,9 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::call::{Args, BridgeCall};
+use crate::code::BridgeErrorCode;
+
 /// What a guest asks the host for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -56,26 +59,70 @@ impl BridgeMethod {
     }
 }
 
-/// One request the guest made.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// One request the guest made: its id and its typed call.
+///
+/// On the wire it is `{"id": 1, "method": "callValue", "args": {...}}`, the form untyped requests had; reading it
+/// decodes `args` strictly (see [`BridgeCall::decode`]), so a malformed request fails to deserialize with a
+/// message naming its id, method and field.
+#[derive(Clone, Debug, PartialEq)]
 pub struct BridgeRequest {
     /// Creation-order number inside the run, starting at 1.
     pub id: u32,
-    /// What is asked.
-    pub method: BridgeMethod,
-    /// The method's arguments, JSON-safe.
-    pub args: serde_json::Value,
+    /// What is asked, with its arguments.
+    pub call: BridgeCall,
 }
 
 impl BridgeRequest {
-    /// The digest replay compares a re-issued request against.
+    /// The method of the call.
+    pub fn method(&self) -> BridgeMethod {
+        self.call.method()
+    }
+
+    /// The digest replay compares a re-issued request against: SHA-256 of the method's wire name, a zero byte and
+    /// the arguments' JSON (keys in the order the prelude builds them), cut to 64 bits.
     pub fn digest(&self) -> RequestDigest {
+        struct Hash<'a>(&'a mut Sha256);
+        impl std::io::Write for Hash<'_> {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0.update(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
         let mut hasher = Sha256::new();
-        hasher.update(self.method.as_str().as_bytes());
+        hasher.update(self.method().as_str().as_bytes());
         hasher.update([0]);
-        hasher.update(serde_json::to_vec(&self.args).expect("JSON values always serialize"));
+        self.call.write_args(Hash(&mut hasher)).expect("bridge arguments always serialize");
         let bytes = hasher.finalize();
         RequestDigest(u64::from_be_bytes(bytes[..8].try_into().expect("a sha256 digest has 32 bytes")))
+    }
+}
+
+impl Serialize for BridgeRequest {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("BridgeRequest", 3)?;
+        st.serialize_field("id", &self.id)?;
+        st.serialize_field("method", &self.method())?;
+        st.serialize_field("args", &Args(&self.call))?;
+        st.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for BridgeRequest {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Wire {
+            id: u32,
+            method: BridgeMethod,
+            args: serde_json::Value,
+        }
+        let Wire { id, method, args } = Wire::deserialize(d)?;
+        let call = BridgeCall::decode(method, args)
+            .map_err(|e| <D::Error as serde::de::Error>::custom(format_args!("bridge request {id}: {e}")))?;
+        Ok(BridgeRequest { id, call })
     }
 }
 
@@ -95,10 +142,17 @@ pub enum SettlementValue {
     /// The promise rejects with an `Error` carrying `code` and `message`.
     Err {
         /// The error code the guest sees as `.code`, e.g. `tool_error`.
-        code: String,
+        code: BridgeErrorCode,
         /// The message the guest sees.
         message: String,
     },
+}
+
+impl SettlementValue {
+    /// A failure with `code` and `message`.
+    pub fn err(code: impl Into<BridgeErrorCode>, message: impl Into<String>) -> Self {
+        SettlementValue::Err { code: code.into(), message: message.into() }
+    }
 }
 
 /// A settled request, ready to be delivered to the guest.

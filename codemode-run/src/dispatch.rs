@@ -1,5 +1,5 @@
-//! Host-side execution of bridge requests: tool calls through the `ToolHost` (after policy and schema checks),
-//! catalog search and describe, API files, timers, the session store and yields.
+//! Host-side execution of typed bridge requests (one `match` over the call): tool calls through the `ToolHost`
+//! after policy and schema checks, catalog search and describe, API files, timers, the session store and yields.
 //!
 //! Invariant: a request that reaches the `ToolHost` passed the catalog (the tool exists and is not denied), the
 //! restart-safety policy and the input contract; everything a tool returns comes back as a plain JSON settlement.
@@ -8,9 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use codemode_bridge::{
-    BridgeMethod, BridgeRequest, CallContext, RequestDigest, Settlement, SettlementValue, ToolError,
+    ApiArgs, BridgeCall, BridgeErrorCode, BridgeMethod, BridgeRequest, CallContext, CallValueArgs, DescribeArgs,
+    LoadArgs, NamespaceArgs, NamespaceTarget, RequestDigest, ResultLoadArgs, SearchArgs, Settlement, SettlementValue,
+    SleepArgs, StoreArgs, ToolError, YieldArgs,
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::Inner;
 use crate::run::{Refusal, RunParts};
@@ -22,8 +24,8 @@ fn ok(value: Value) -> SettlementValue {
     SettlementValue::Ok { value }
 }
 
-fn err(code: &str, message: impl Into<String>) -> SettlementValue {
-    SettlementValue::Err { code: code.into(), message: message.into() }
+fn invalid(message: impl Into<String>) -> SettlementValue {
+    SettlementValue::err(BridgeErrorCode::InvalidInput, message)
 }
 
 /// Starts the host work for one request; the settlement arrives through `parts.in_flight`.
@@ -34,31 +36,31 @@ pub(crate) fn dispatch(
     request: BridgeRequest,
     digest: RequestDigest,
 ) -> Result<(), Refusal> {
-    let BridgeRequest { id, method, args } = request.clone();
-    if method == BridgeMethod::Yield {
-        let reason = args.get("reason").and_then(Value::as_str).map(str::to_owned);
-        *parts.yield_request = Some((id, reason));
-        return Ok(());
-    }
+    let BridgeRequest { id, call } = request;
+    let method = call.method();
+    let settle = |parts: RunParts<'_>, value: SettlementValue| settle_now(parts, id, method, digest, value);
     let cx = CallContext {
         run_id: parts.run_id.to_owned(),
         session_id: parts.session.map(str::to_owned),
         request_id: format!("bridge:{}:{id}", method.as_str()),
         server: None,
     };
-    let session = parts.session.unwrap_or("default").to_owned();
-    let future: std::pin::Pin<Box<dyn std::future::Future<Output = SettlementValue> + Send>> = match method {
-        BridgeMethod::CallValue => {
-            let tool = args.get("tool").and_then(Value::as_str).unwrap_or_default().to_owned();
-            let tool_args = args.get("args").cloned().unwrap_or_else(|| json!({}));
+    let session = parts.session.unwrap_or("default");
+    let future: std::pin::Pin<Box<dyn std::future::Future<Output = SettlementValue> + Send>> = match call {
+        BridgeCall::Yield(YieldArgs { reason }) => {
+            *parts.yield_request = Some((id, reason));
+            return Ok(());
+        }
+        BridgeCall::CallValue(CallValueArgs { tool, args }) => {
+            let tool_args = args.unwrap_or_else(no_arguments);
             let Some(entry) = inner.catalog.by_callable(&tool) else {
-                return settle_now(parts, &request, digest, err("invalid_input", unknown_tool(&tool)));
+                return settle(parts, invalid(unknown_tool(&tool)));
             };
             if parts.restart_safe && !entry.definition.replay_safe {
-                return settle_now(parts, &request, digest, err("invalid_input", not_replay_safe(&tool)));
+                return settle(parts, invalid(not_replay_safe(&tool)));
             }
             if let Err(e) = inner.catalog.validate_input(entry, &tool_args) {
-                return settle_now(parts, &request, digest, err(&e.code, e.message));
+                return settle(parts, SettlementValue::err(e.code, e.message));
             }
             *parts.replay_safe &= entry.definition.replay_safe;
             parts.counters.call_count += 1;
@@ -66,56 +68,42 @@ pub(crate) fn dispatch(
             let inner = inner.clone();
             Box::pin(async move {
                 let Some(entry) = inner.catalog.by_callable(&tool) else {
-                    return err("invalid_input", unknown_tool(&tool));
+                    return invalid(unknown_tool(&tool));
                 };
                 let name = entry.definition.name.clone();
                 match inner.host.call_tool(&name, tool_args, cx).await {
                     Ok(value) => match inner.catalog.validate_output(entry, &value) {
                         Ok(()) => bounded(value),
-                        Err(e) => err(&e.code, e.message),
+                        Err(e) => SettlementValue::err(e.code, e.message),
                     },
-                    Err(ToolError { code, message }) => err(&code, inner.catalog.redact(&message)),
+                    Err(ToolError { code, message }) => SettlementValue::err(code, inner.catalog.redact(&message)),
                 }
             })
         }
-        BridgeMethod::Namespace => {
-            let server = args.get("server").and_then(Value::as_str).unwrap_or_default().to_owned();
-            let tool = args.get("tool").and_then(Value::as_str).map(str::to_owned);
-            let op = args.get("op").and_then(Value::as_str).map(str::to_owned);
-            let call_args = args.get("args").cloned().unwrap_or_else(|| json!({}));
+        BridgeCall::Namespace(NamespaceArgs { server, target, args }) => {
+            let call_args = args.unwrap_or_else(no_arguments);
             let Some(ns) = inner.catalog.mcp_servers().iter().find(|s| s.name == server) else {
-                return settle_now(
-                    parts,
-                    &request,
-                    digest,
-                    err("invalid_input", format!("unknown MCP server \"{server}\"")),
-                );
+                return settle(parts, invalid(format!("unknown MCP server \"{server}\"")));
             };
-            if let Some(tool) = &tool {
-                let known = ns.tools.iter().find(|t| &t.name == tool);
-                let entry = known.and_then(|t| inner.catalog.mcp_tool(&ns.global_name, &t.js_name));
-                let Some(entry) = entry else {
-                    return settle_now(
-                        parts,
-                        &request,
-                        digest,
-                        err("invalid_input", format!("unknown MCP tool {server}.{tool}")),
-                    );
-                };
-                if parts.restart_safe && !entry.definition.replay_safe {
-                    return settle_now(parts, &request, digest, err("invalid_input", not_replay_safe(tool)));
+            match &target {
+                NamespaceTarget::Tool(tool) => {
+                    let known = ns.tools.iter().find(|t| &t.name == tool);
+                    let entry = known.and_then(|t| inner.catalog.mcp_tool(&ns.global_name, &t.js_name));
+                    let Some(entry) = entry else {
+                        return settle(parts, invalid(format!("unknown MCP tool {server}.{tool}")));
+                    };
+                    if parts.restart_safe && !entry.definition.replay_safe {
+                        return settle(parts, invalid(not_replay_safe(tool)));
+                    }
+                    *parts.replay_safe &= entry.definition.replay_safe;
                 }
-                *parts.replay_safe &= entry.definition.replay_safe;
-            } else if parts.restart_safe {
-                return settle_now(
-                    parts,
-                    &request,
-                    digest,
-                    err(
-                        "invalid_input",
-                        "MCP namespace operations are not replay-safe; restartSafe cells cannot use them",
-                    ),
-                );
+                NamespaceTarget::Op(_) if parts.restart_safe => {
+                    return settle(
+                        parts,
+                        invalid("MCP namespace operations are not replay-safe; restartSafe cells cannot use them"),
+                    );
+                }
+                NamespaceTarget::Op(_) => {}
             }
             parts.counters.call_count += 1;
             *parts.dispatch_started = true;
@@ -124,129 +112,102 @@ pub(crate) fn dispatch(
             let mut cx = cx;
             cx.server = Some(server.clone());
             Box::pin(async move {
-                let result = match (tool, op) {
-                    (Some(tool), _) => inner.host.call_tool(&tool, call_args, cx).await,
-                    (None, Some(op)) => inner.host.namespace(&server, &op, call_args, cx).await,
-                    (None, None) => Err(ToolError::with_code("invalid_input", "namespace request without tool or op")),
+                let result = match target {
+                    NamespaceTarget::Tool(tool) => inner.host.call_tool(&tool, call_args, cx).await,
+                    NamespaceTarget::Op(op) => inner.host.namespace(&server, &op, call_args, cx).await,
                 };
                 match result {
                     Ok(value) => bounded(value),
-                    Err(ToolError { code, message }) => err(&code, message),
+                    Err(ToolError { code, message }) => SettlementValue::err(code, message),
                 }
             })
         }
-        BridgeMethod::Search => {
+        BridgeCall::Search(search) => {
             parts.counters.search_count += 1;
-            let value = if args.get("all").and_then(Value::as_bool) == Some(true) {
-                ok(serde_json::to_value(inner.catalog.all()).unwrap_or_default())
-            } else {
-                let query = args.get("query").and_then(Value::as_str).unwrap_or_default();
-                let limit = args.get("limit").filter(|v| !v.is_null());
-                match inner.catalog.search(query, limit) {
+            let value = match search {
+                SearchArgs::All => ok(to_json(inner.catalog.all())),
+                SearchArgs::Query { query, limit } => match inner.catalog.search(&query, limit.as_ref()) {
                     Ok(found) => {
-                        let value = serde_json::to_value(found).unwrap_or_default();
+                        let value = to_json(found);
                         let bytes = value.to_string().len() as u64;
                         if bytes > inner.limits.max_output_bytes {
-                            err(
-                                "invalid_input",
-                                format!(
-                                    "catalog.search results are {bytes} bytes, over the {}-byte output budget; pass a smaller limit or a more specific query.",
-                                    inner.limits.max_output_bytes
-                                ),
-                            )
+                            invalid(format!(
+                                "catalog.search results are {bytes} bytes, over the {}-byte output budget; pass a smaller limit or a more specific query.",
+                                inner.limits.max_output_bytes
+                            ))
                         } else {
                             ok(value)
                         }
                     }
-                    Err(e) => err("invalid_input", e.to_string()),
-                }
+                    Err(e) => invalid(e.to_string()),
+                },
             };
-            return settle_now(parts, &request, digest, value);
+            return settle(parts, value);
         }
-        BridgeMethod::Describe => {
+        BridgeCall::Describe(DescribeArgs { tool }) => {
             parts.counters.describe_count += 1;
-            let tool = args.get("tool").and_then(Value::as_str).unwrap_or_default();
-            let value = match inner.catalog.describe(tool) {
+            let value = match inner.catalog.describe(&tool) {
                 Some(value) => ok(value),
-                None => err("invalid_input", unknown_tool(tool)),
+                None => invalid(unknown_tool(&tool)),
             };
-            return settle_now(parts, &request, digest, value);
+            return settle(parts, value);
         }
-        BridgeMethod::Api => {
-            let path = args.get("path").and_then(Value::as_str).unwrap_or_default();
-            let value = match args.get("op").and_then(Value::as_str) {
-                Some("list") => match inner.catalog.api_list(path) {
+        BridgeCall::Api(api) => {
+            let value = match api {
+                ApiArgs::List { path } => match inner.catalog.api_list(&path) {
                     // The MCP files live in the guest already; list only what the host serves.
-                    Ok(files) => ok(serde_json::to_value(
-                        files.into_iter().filter(|f| !f.path.starts_with("mcp/")).collect::<Vec<_>>(),
-                    )
-                    .unwrap_or_default()),
-                    Err(e) => err("invalid_input", e.to_string()),
-                },
-                Some("mcpApi") => {
-                    let server = args.get("server").and_then(Value::as_str).unwrap_or_default();
-                    match inner.catalog.mcp_servers().iter().find(|s| s.name == server) {
-                        Some(s) => match inner.catalog.api_read(&s.api_path()) {
-                            Ok(text) => ok(Value::String(text)),
-                            Err(e) => err("invalid_input", e.to_string()),
-                        },
-                        None => err("invalid_input", format!("unknown MCP server \"{server}\"")),
+                    Ok(files) => {
+                        ok(to_json(files.into_iter().filter(|f| !f.path.starts_with("mcp/")).collect::<Vec<_>>()))
                     }
-                }
-                _ => match inner.catalog.api_read(path) {
+                    Err(e) => invalid(e.to_string()),
+                },
+                // The whole API file of the server; `tool` and `schema` are the guest's to filter by.
+                ApiArgs::McpApi { server, .. } => match inner.catalog.mcp_servers().iter().find(|s| s.name == server) {
+                    Some(s) => match inner.catalog.api_read(&s.api_path()) {
+                        Ok(text) => ok(Value::String(text)),
+                        Err(e) => invalid(e.to_string()),
+                    },
+                    None => invalid(format!("unknown MCP server \"{server}\"")),
+                },
+                ApiArgs::Read { path } => match inner.catalog.api_read(&path) {
                     Ok(text) => ok(Value::String(text)),
-                    Err(e) => err("invalid_input", e.to_string()),
+                    Err(e) => invalid(e.to_string()),
                 },
             };
-            return settle_now(parts, &request, digest, value);
+            return settle(parts, value);
         }
-        BridgeMethod::Sleep => {
-            let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
-            Box::pin(async move {
-                tokio::time::sleep(Duration::from_millis(ms)).await;
-                ok(Value::Null)
-            })
+        BridgeCall::Sleep(SleepArgs { ms }) => Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            ok(Value::Null)
+        }),
+        BridgeCall::Store(_) | BridgeCall::Load(_) if parts.restart_safe => {
+            return settle(parts, invalid("store and load are unavailable in restartSafe cells"));
         }
-        BridgeMethod::Store | BridgeMethod::Load if parts.restart_safe => {
-            return settle_now(
-                parts,
-                &request,
-                digest,
-                err("invalid_input", "store and load are unavailable in restartSafe cells"),
-            );
-        }
-        BridgeMethod::Store => {
+        BridgeCall::Store(StoreArgs { key, value }) => {
             *parts.dispatch_started = true;
-            let key = args.get("key").and_then(Value::as_str).unwrap_or_default();
-            let value = args.get("value").cloned().unwrap_or(Value::Null);
-            let settled = match inner.sessions.store(&session, key, value) {
+            // `undefined` (which JSON leaves out) is stored as `null`.
+            let settled = match inner.sessions.store(session, &key, value.unwrap_or(Value::Null)) {
                 Ok(()) => ok(Value::Null),
-                Err(e) => err("invalid_input", e.to_string()),
+                Err(e) => invalid(e.to_string()),
             };
-            return settle_now(parts, &request, digest, settled);
+            return settle(parts, settled);
         }
-        BridgeMethod::Load => {
-            let key = args.get("key").and_then(Value::as_str).unwrap_or_default();
-            let settled = match inner.sessions.load(&session, key) {
+        BridgeCall::Load(LoadArgs { key }) => {
+            let settled = match inner.sessions.load(session, &key) {
                 Ok(value) => ok(value.unwrap_or(Value::Null)),
-                Err(e) => err("invalid_input", e.to_string()),
+                Err(e) => invalid(e.to_string()),
             };
-            return settle_now(parts, &request, digest, settled);
+            return settle(parts, settled);
         }
-        BridgeMethod::ResultLoad => {
-            let rid = args.get("id").and_then(Value::as_str).unwrap_or_default();
-            let settled = match inner.results.load(&session, rid) {
+        BridgeCall::ResultLoad(ResultLoadArgs { id: rid }) => {
+            let settled = match inner.results.load(session, &rid) {
                 Some(value) => ok(value),
-                None => err(
-                    "invalid_input",
-                    format!(
-                        "no saved result \"{rid}\" in this session (it expired or was evicted); rerun the cell that produced it"
-                    ),
-                ),
+                None => invalid(format!(
+                    "no saved result \"{rid}\" in this session (it expired or was evicted); rerun the cell that produced it"
+                )),
             };
-            return settle_now(parts, &request, digest, settled);
+            return settle(parts, settled);
         }
-        BridgeMethod::Yield => unreachable!("handled above"),
     };
     // A host that answers at once (a cache, a stub, an in-process tool) is settled here, without a task and the
     // thread hops it costs; anything else goes on running in a task.
@@ -266,20 +227,31 @@ pub(crate) fn dispatch(
 /// Settles a request whose answer is known at once; it is delivered at the next quiescent point.
 fn settle_now(
     parts: RunParts<'_>,
-    request: &BridgeRequest,
+    id: u32,
+    method: BridgeMethod,
     digest: RequestDigest,
     value: SettlementValue,
 ) -> Result<(), Refusal> {
-    parts.pending.insert(request.id, (request.method, digest.0, None));
-    parts.ready.push(Settlement { id: request.id, value });
+    parts.pending.insert(id, (method, digest.0, None));
+    parts.ready.push(Settlement { id, value });
     Ok(())
+}
+
+/// The arguments of a call whose guest arguments JSON drops (a function, a symbol): none, as for `undefined`.
+fn no_arguments() -> Value {
+    Value::Object(serde_json::Map::new())
+}
+
+/// A catalog answer as JSON; the catalog's types have string keys only.
+fn to_json(value: impl serde::Serialize) -> Value {
+    serde_json::to_value(value).expect("catalog answers serialize to JSON")
 }
 
 fn bounded(value: Value) -> SettlementValue {
     let bytes = serde_json::to_string(&value).map(|s| s.len()).unwrap_or(0);
     if bytes > MAX_TOOL_RESULT_BYTES {
-        return err(
-            "tool_error",
+        return SettlementValue::err(
+            BridgeErrorCode::ToolError,
             format!(
                 "tool result is {bytes} bytes, over the {MAX_TOOL_RESULT_BYTES}-byte limit for one nested result; ask for less (filters, limits, pagination)"
             ),

@@ -220,7 +220,7 @@ impl RunMachine {
             counters: checkpoint.counters,
             dispatch_started: true,
             replay_safe: checkpoint.restart_safe,
-            untrusted: checkpoint.extra.get("untrusted").and_then(Value::as_bool).unwrap_or(false),
+            untrusted: checkpoint.untrusted,
             quiescent: false,
             pending: BTreeMap::new(),
             ready: codemode_snapshot::interrupted_settlements(checkpoint),
@@ -232,10 +232,9 @@ impl RunMachine {
             park_at_ms: u64::MAX,
             queue: VecDeque::new(),
         };
-        if let Some(y) = checkpoint.extra.get("yield") {
-            let id = y["id"].as_u64().unwrap_or(0) as u32;
-            machine.ready.retain(|s| s.id != id);
-            machine.yield_request = Some((id, y["reason"].as_str().map(str::to_owned)));
+        if let Some(y) = &checkpoint.yield_request {
+            machine.ready.retain(|s| s.id != y.id);
+            machine.yield_request = Some((y.id, y.reason.clone()));
         }
         machine
     }

@@ -10,14 +10,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use codemode_bridge::{
-    BridgeMethod, CodeModeResult, Completed, ErrorCode, Failed, FailurePhase, PendingToolCall, Settlement,
-    SettlementValue, WaitReason, Waiting,
+    BridgeErrorCode, BridgeMethod, CodeModeResult, Completed, ErrorCode, Failed, FailurePhase, PendingToolCall,
+    Settlement, SettlementValue, WaitReason, Waiting,
 };
-use codemode_snapshot::{Checkpoint, PendingRequest, RunCounters, RunOwner, Slot, StoreError};
+use codemode_snapshot::{Checkpoint, PendingRequest, RunCounters, RunOwner, Slot, StoreError, YieldRequest};
 use codemode_telemetry::Telemetry;
 use codemode_vm::pool::{Death, WorkerProcess};
 use codemode_vm::protocol::{CellLimits, HostMessage, WorkerMessage};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::task::{AbortHandle, JoinSet};
 
 use crate::machine::{Command, Ending, Event, RunMachine, RunSetup};
@@ -119,7 +119,7 @@ fn cell_limits(inner: &Inner) -> CellLimits {
 
 /// `exec`: checks the source, starts a worker and drives the run (the surface validated `input`).
 pub async fn exec(inner: Arc<Inner>, input: ExecInput, scope: RunScope) -> CodeModeResult {
-    let prepared = match codemode_vm::source::prepare(&input.code) {
+    let prepared = match codemode_source::prepare(&input.code) {
         Ok(prepared) => prepared,
         Err(e) => return input_failure(&inner, e.message),
     };
@@ -206,16 +206,9 @@ async fn park(inner: Arc<Inner>, mut run: LiveRun, slot: Slot<LiveRun>, reason: 
         .pending()
         .map(|(id, method, digest)| PendingRequest { id, method: method.as_str().to_owned(), args_digest: digest })
         .collect();
-    let mut extra = serde_json::Map::new();
-    if let Some((id, reason)) = &machine.yield_request {
-        extra.insert("yield".into(), json!({ "id": id, "reason": reason }));
-    }
-    if machine.untrusted {
-        extra.insert("untrusted".into(), Value::Bool(true));
-    }
-    if !extra.is_empty() {
-        checkpoint.extra = Value::Object(extra);
-    }
+    checkpoint.yield_request =
+        machine.yield_request.as_ref().map(|(id, reason)| YieldRequest { id: *id, reason: reason.clone() });
+    checkpoint.untrusted = machine.untrusted;
     let pending_calls: Vec<PendingToolCall> = checkpoint
         .pending
         .iter()
@@ -505,10 +498,10 @@ fn accept(run: &mut LiveRun, joined: Result<Settlement, tokio::task::JoinError>)
                 run.handles.remove(&id);
                 run.machine.handle(Event::Settled(Settlement {
                     id,
-                    value: SettlementValue::Err {
-                        code: "tool_error".into(),
-                        message: "the tool host failed while running this call".into(),
-                    },
+                    value: SettlementValue::err(
+                        BridgeErrorCode::ToolError,
+                        "the tool host failed while running this call",
+                    ),
                 }));
             }
         }

@@ -5,7 +5,7 @@
 //! after ten calls fits well under a kilobyte; in memory it is the bridge's `Journal`.
 
 use codemode_bridge::{
-    BridgeMethod, Journal, OutputBudget, RequestDigest, Round, Settlement, SettlementValue, WaitReason,
+    BridgeErrorCode, BridgeMethod, Journal, OutputBudget, RequestDigest, Round, Settlement, SettlementValue, WaitReason,
 };
 use serde::{Deserialize, Serialize};
 
@@ -15,7 +15,7 @@ use crate::StoreError;
 pub const CHECKPOINT_VERSION: u32 = 1;
 
 /// The error code a guest sees for a request interrupted by a restart.
-pub const INTERRUPTED_CODE: &str = "interrupted";
+pub const INTERRUPTED_CODE: BridgeErrorCode = BridgeErrorCode::Interrupted;
 
 /// The message a guest sees for a request interrupted by a restart.
 pub const INTERRUPTED_MESSAGE: &str =
@@ -136,20 +136,23 @@ pub struct Checkpoint {
     pub source: String,
     /// Digest of the tool catalog the run was started with; the facade refuses to replay against another.
     pub tools_digest: String,
-    /// Whether every tool the run called is replay-safe.
+    /// Whether the cell runs with `restartSafe`: it may call only replay-safe tools, and neither `store`/`load` nor
+    /// MCP namespace operations.
     #[serde(default, skip_serializing_if = "is_false")]
     pub restart_safe: bool,
     /// The replayable history.
     #[serde(with = "wire")]
     pub journal: Journal,
-    /// Output items already delivered to the caller (never delivered again).
+    /// Output items the worker emitted before the run parked; all were delivered with this wait's result or an
+    /// earlier one, and the worker that resumes the run skips them.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub delivered_output: usize,
-    /// The run's shared output budget.
+    /// What is left of the run's output budget after this park's output was admitted.
     pub output_budget: OutputBudget,
     /// Why the run parked.
     pub reason: WaitReason,
-    /// Requests in flight when it parked.
+    /// Requests dispatched and not yet delivered to the guest when the run parked: still running, or settled and
+    /// waiting for the next delivery; a pending `yield` is among them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending: Vec<PendingRequest>,
     /// Search, describe and call counts so far.
@@ -164,13 +167,40 @@ pub struct Checkpoint {
     /// Incremented by the store on every park, so a stale in-memory copy is told apart from a newer durable one.
     #[serde(default)]
     pub generation: u32,
-    /// Facade-specific data (timers, queued requests, ...); `null` when unused.
-    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
-    pub extra: serde_json::Value,
+    /// The `yield_control` request the run parked on, answered by the wait that resumes it.
+    #[serde(rename = "yield", default, skip_serializing_if = "Option::is_none")]
+    pub yield_request: Option<YieldRequest>,
+    /// Whether content from an MCP server reached the program; its results then carry a warning.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub untrusted: bool,
+    /// Where checkpoints written before these fields were typed kept them, `{"yield": .., "untrusted": ..}`; read
+    /// only, and moved into the fields by [`Checkpoint::decode`].
+    #[serde(rename = "extra", default, skip_serializing)]
+    legacy_extra: Option<LegacyExtra>,
+}
+
+/// A `yield_control(reason)` request waiting for its answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct YieldRequest {
+    /// The bridge request id.
+    pub id: u32,
+    /// The reason the guest gave.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// The `extra` object of older checkpoints.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+struct LegacyExtra {
+    #[serde(default, rename = "yield")]
+    yield_request: Option<YieldRequest>,
+    #[serde(default)]
+    untrusted: bool,
 }
 
 impl Checkpoint {
-    /// A checkpoint with empty counters, no pending requests and no `extra`; the store fills in the times.
+    /// A checkpoint with empty counters, no pending requests, no yield and not untrusted; the store fills in the
+    /// times.
     pub fn new(
         run_id: String,
         owner: RunOwner,
@@ -196,7 +226,9 @@ impl Checkpoint {
             created_at_ms: 0,
             expires_at_ms: 0,
             generation: 0,
-            extra: serde_json::Value::Null,
+            yield_request: None,
+            untrusted: false,
+            legacy_extra: None,
         }
     }
 
@@ -211,9 +243,13 @@ impl Checkpoint {
     ///
     /// A message naming what is wrong: bad JSON, a missing field or another encoding version.
     pub fn decode(bytes: &[u8]) -> Result<Self, String> {
-        let checkpoint: Checkpoint = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        let mut checkpoint: Checkpoint = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
         if checkpoint.version != CHECKPOINT_VERSION {
             return Err(format!("checkpoint version {} (expected {CHECKPOINT_VERSION})", checkpoint.version));
+        }
+        if let Some(legacy) = checkpoint.legacy_extra.take() {
+            checkpoint.yield_request = checkpoint.yield_request.or(legacy.yield_request);
+            checkpoint.untrusted |= legacy.untrusted;
         }
         Ok(checkpoint)
     }
@@ -254,10 +290,7 @@ pub fn interrupted_settlements(checkpoint: &Checkpoint) -> Vec<Settlement> {
     pending.sort_by_key(|p| p.id);
     pending
         .into_iter()
-        .map(|p| Settlement {
-            id: p.id,
-            value: SettlementValue::Err { code: INTERRUPTED_CODE.to_owned(), message: INTERRUPTED_MESSAGE.to_owned() },
-        })
+        .map(|p| Settlement { id: p.id, value: SettlementValue::err(INTERRUPTED_CODE, INTERRUPTED_MESSAGE) })
         .collect()
 }
 
@@ -282,7 +315,7 @@ mod wire {
     #[derive(Serialize, Deserialize)]
     #[serde(untagged)]
     enum WireSettlement {
-        Err(u32, String, String),
+        Err(u32, BridgeErrorCode, String),
         Ok(u32, Value),
     }
 

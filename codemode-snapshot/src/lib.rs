@@ -15,7 +15,7 @@ mod store;
 pub use backend::{CheckpointBackend, FileBackend, MemoryBackend, SessionBackend};
 pub use checkpoint::{
     CHECKPOINT_VERSION, Checkpoint, INTERRUPTED_CODE, INTERRUPTED_MESSAGE, PendingRequest, RunCounters, RunOwner,
-    interrupted_settlements, is_valid_run_id, new_run_id,
+    YieldRequest, interrupted_settlements, is_valid_run_id, new_run_id,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::StoreError;

@@ -49,6 +49,7 @@ pub use codemode_catalog as catalog;
 pub use codemode_config as config;
 pub use codemode_run as run;
 pub use codemode_snapshot as snapshot;
+pub use codemode_source as source;
 pub use codemode_surface as surface;
 pub use codemode_telemetry as telemetry;
 pub use codemode_vm as vm;

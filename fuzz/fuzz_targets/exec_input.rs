@@ -13,14 +13,14 @@ fuzz_target!(|data: &[u8]| {
     // The bytes as the whole exec input object.
     if let Ok(value) = serde_json::from_slice::<Value>(data) {
         if let Ok(input) = codemode_surface::parse_exec_input(&value) {
-            let _ = codemode_vm::source::prepare(&input.code);
+            let _ = codemode_source::prepare(&input.code);
         }
     }
     // The bytes as the program text of a well-formed exec input.
     if let Ok(code) = std::str::from_utf8(data) {
         if let Ok(input) = codemode_surface::parse_exec_input(&json!({ "title": "fuzz", "code": code })) {
-            let _ = codemode_vm::source::prepare(&input.code);
+            let _ = codemode_source::prepare(&input.code);
         }
-        let _ = codemode_vm::source::prepare(code);
+        let _ = codemode_source::prepare(code);
     }
 });

@@ -1,4 +1,5 @@
-//! Workspace automation: `cargo xtask tidy` checks the layering of the crates, a `//!` header on every Rust file and
+//! Workspace automation: `cargo xtask tidy` checks the layering of the crates (and that only codemode-vm itself
+//! enables its `engine-api` feature), a `//!` header on every Rust file and
 //! `[lints] workspace = true` in every crate; `cargo xtask bench-medians` prints the median of every criterion
 //! benchmark measured so far (criterion's summary line shows the mean, the README reports medians).
 //!
@@ -17,6 +18,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("codemode-telemetry", 0),
     ("codemode-catalog", 1),
     ("codemode-bridge", 2),
+    ("codemode-source", 2),
     ("codemode-vm", 3),
     ("codemode-snapshot", 3),
     ("codemode-run", 4),
@@ -25,6 +27,9 @@ const LAYERS: &[(&str, u32)] = &[
     ("codemode-cli", 6),
     ("xtask", 7),
 ];
+
+/// The codemode-vm feature that exposes the engine in-process; a host never enables it.
+const ENGINE_API: &str = "engine-api";
 
 fn main() -> anyhow::Result<()> {
     let task = std::env::args().nth(1).unwrap_or_default();
@@ -114,6 +119,12 @@ fn tidy(root: &Path) -> anyhow::Result<Vec<String>> {
         for dep in package["dependencies"].as_array().into_iter().flatten() {
             let dep_name = dep["name"].as_str().unwrap_or_default();
             let Some(&dep_layer) = layers.get(dep_name) else { continue };
+            let features = dep["features"].as_array().into_iter().flatten();
+            if dep_name == "codemode-vm" && name != "codemode-vm" && features.clone().any(|f| f == ENGINE_API) {
+                problems.push(format!(
+                    "{name} enables codemode-vm's `{ENGINE_API}`: only the vm's own tests and benches may build an engine in-process"
+                ));
+            }
             if !dep["kind"].is_null() {
                 continue; // dev- and build-dependencies may point anywhere below the facade
             }

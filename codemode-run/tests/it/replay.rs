@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use codemode_bridge::{BridgeMethod, BridgeRequest, OutputItem, Settlement, SettlementValue};
+use codemode_bridge::{BridgeCall, BridgeRequest, OutputItem, Settlement, SettlementValue};
 use codemode_run::Cell;
 use codemode_run::machine::{Command, Ending, Event, RunMachine, RunSetup};
 use codemode_vm::pool::{PoolConfig, WorkerCommand, WorkerPool, WorkerProcess};
@@ -80,14 +80,17 @@ impl Host {
 
     fn dispatch(&mut self, machine: &mut RunMachine, request: BridgeRequest) {
         let digest = request.digest();
-        if request.method == BridgeMethod::Yield {
-            let reason = request.args.get("reason").and_then(Value::as_str).map(str::to_owned);
-            machine.yielded(request.id, reason);
+        if let BridgeCall::Yield(args) = &request.call {
+            machine.yielded(request.id, args.reason.clone());
             return;
         }
+        let tag = match &request.call {
+            BridgeCall::CallValue(call) => call.args.as_ref().map_or(Value::Null, |args| args["tag"].clone()),
+            _ => Value::Null,
+        };
         self.in_flight.insert(request.id);
-        self.args.insert(request.id, request.args.clone());
-        machine.dispatched(request.id, request.method, digest, None);
+        self.args.insert(request.id, tag);
+        machine.dispatched(request.id, request.method(), digest, None);
     }
 
     /// Settles one to all of the work in flight, in an order the choices pick; the clock moves 10 ms a round.
@@ -99,10 +102,9 @@ impl Host {
                 let index = self.choose(self.in_flight.len());
                 let id = *self.in_flight.iter().nth(index).expect("index < len");
                 self.in_flight.remove(&id);
-                let args = self.args.remove(&id).unwrap_or(Value::Null);
-                let value = match args.get("args") {
-                    Some(call) => json!({ "tag": call["tag"] }),
-                    None => Value::Null,
+                let value = match self.args.remove(&id) {
+                    Some(Value::Null) | None => Value::Null,
+                    Some(tag) => json!({ "tag": tag }),
                 };
                 machine.handle(Event::Settled(Settlement { id, value: SettlementValue::Ok { value } }));
             }
@@ -169,7 +171,7 @@ fn pool() -> Arc<WorkerPool> {
 
 /// Runs the program to its end, answering every park; with `replay`, every resume starts a fresh worker.
 async fn run_to_end(pool: &Arc<WorkerPool>, code: &str, choices: &[u8], replay: bool) -> (Value, Vec<String>) {
-    let source = codemode_vm::source::prepare(code).expect("the program is valid").js;
+    let source = codemode_source::prepare(code).expect("the program is valid").js;
     let mut machine = RunMachine::new(RunSetup {
         source,
         limits: CellLimits::default(),

@@ -5,7 +5,7 @@
 use std::collections::{BTreeSet, VecDeque};
 use std::fmt::Write as _;
 
-use codemode_bridge::{BridgeMethod, BridgeRequest, Journal, OutputItem, Settlement, SettlementValue};
+use codemode_bridge::{BridgeCall, BridgeMethod, BridgeRequest, Journal, OutputItem, Settlement, SettlementValue};
 use codemode_run::Cell;
 use codemode_run::machine::{Command, Ending, Event, RunMachine, RunSetup};
 use codemode_vm::pool::Death;
@@ -114,7 +114,8 @@ impl Stage {
                     }
                 }
                 Command::Dispatch(request, _digest) => {
-                    self.line(format!("   dispatch #{} {} {}", request.id, request.method.as_str(), request.args));
+                    let wire = serde_json::to_value(&request).expect("a request serializes");
+                    self.line(format!("   dispatch #{} {} {}", request.id, request.method().as_str(), wire["args"]));
                     self.dispatch(machine, request);
                 }
                 Command::Cancel(id) => {
@@ -161,18 +162,15 @@ impl Stage {
     /// settles at once with `{"answer": method}`.
     fn dispatch(&mut self, machine: &mut RunMachine, request: BridgeRequest) {
         let digest = request.digest();
-        match request.method {
-            BridgeMethod::Yield => {
-                let reason = request.args.get("reason").and_then(Value::as_str).map(str::to_owned);
-                machine.yielded(request.id, reason);
-            }
-            BridgeMethod::CallValue | BridgeMethod::Sleep | BridgeMethod::Namespace => {
+        match (&request.call, request.method()) {
+            (BridgeCall::Yield(args), _) => machine.yielded(request.id, args.reason.clone()),
+            (_, method @ (BridgeMethod::CallValue | BridgeMethod::Sleep | BridgeMethod::Namespace)) => {
                 self.in_flight.insert(request.id);
-                machine.dispatched(request.id, request.method, digest, None);
+                machine.dispatched(request.id, method, digest, None);
             }
-            other => {
-                let value = SettlementValue::Ok { value: json!({ "answer": other.as_str() }) };
-                machine.dispatched(request.id, request.method, digest, Some(value));
+            (_, method) => {
+                let value = SettlementValue::Ok { value: json!({ "answer": method.as_str() }) };
+                machine.dispatched(request.id, method, digest, Some(value));
             }
         }
     }
@@ -224,7 +222,7 @@ pub fn fresh(await_results: bool) -> RunMachine {
 
 /// A bridge request as the worker reports it.
 pub fn request(id: u32, method: BridgeMethod, args: Value) -> BridgeRequest {
-    BridgeRequest { id, method, args }
+    serde_json::from_value(json!({ "id": id, "method": method.as_str(), "args": args })).expect("a valid request")
 }
 
 /// `callValue` of tool `tool` with `args`.
@@ -260,7 +258,7 @@ pub fn ok(value: Value) -> SettlementValue {
 fn settlement_text(s: &Settlement) -> String {
     match &s.value {
         SettlementValue::Ok { value } => format!("#{} ok {value}", s.id),
-        SettlementValue::Err { code, message } => format!("#{} err {code}: {message}", s.id),
+        SettlementValue::Err { code, message } => format!("#{} err {}: {message}", s.id, code.as_str()),
     }
 }
 

@@ -1,7 +1,7 @@
 //! Transcripts of the run machine: each test scripts the cell, the host work and the clock, and snapshots every
 //! command and event of the run, so a change in when the run delivers, parks, times out or finishes shows up here.
 
-use codemode_bridge::{BridgeMethod, SettlementValue};
+use codemode_bridge::{BridgeErrorCode, BridgeMethod, SettlementValue};
 use codemode_vm::pool::Death;
 use codemode_vm::protocol::{CellFailure, GuestOutcome, WorkerMessage};
 use insta::assert_snapshot;
@@ -196,7 +196,7 @@ fn a_broken_pipe_on_settle_kills_the_worker() {
         30_000,
         vec![
             quiescent(vec![call(1, "ping", json!({}))], 1),
-            Beat::Settle(vec![(1, SettlementValue::Err { code: "tool_error".into(), message: "down".into() })]),
+            Beat::Settle(vec![(1, SettlementValue::err(BridgeErrorCode::ToolError, "down"))]),
             Beat::BrokenPipe,
         ],
     );

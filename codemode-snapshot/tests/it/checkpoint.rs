@@ -1,7 +1,7 @@
 //! Checkpoints: the compact wire form round-trips, stays small, and refuses what it cannot decode.
 
 use codemode_bridge::{Journal, RequestDigest, Round, Settlement, SettlementValue};
-use codemode_snapshot::{Checkpoint, is_valid_run_id, new_run_id};
+use codemode_snapshot::{Checkpoint, YieldRequest, is_valid_run_id, new_run_id};
 use proptest::prelude::*;
 
 use crate::{checkpoint, owner};
@@ -34,6 +34,34 @@ fn another_version_is_refused() {
     assert_eq!(Checkpoint::decode(text.as_bytes()).err().unwrap(), "checkpoint version 2 (expected 1)");
 }
 
+#[test]
+fn yield_and_untrusted_are_typed_fields() {
+    let mut cp = checkpoint(owner("s", "r"), 1);
+    cp.yield_request = Some(YieldRequest { id: 2, reason: Some("approval".into()) });
+    cp.untrusted = true;
+    let text = String::from_utf8(cp.encode()).unwrap();
+    assert!(text.contains(r#""yield":{"id":2,"reason":"approval"},"untrusted":true"#), "{text}");
+    assert!(!text.contains("extra"), "{text}");
+    assert_eq!(Checkpoint::decode(text.as_bytes()).unwrap(), cp);
+}
+
+#[test]
+fn checkpoints_of_the_previous_version_keep_yield_and_untrusted_from_extra() {
+    let fresh = checkpoint(owner("s", "r"), 1);
+    let text = String::from_utf8(fresh.encode()).unwrap();
+    let old = format!(r#"{},"extra":{{"yield":{{"id":3,"reason":null}},"untrusted":true}}}}"#, &text[..text.len() - 1]);
+    let back = Checkpoint::decode(old.as_bytes()).unwrap();
+    assert_eq!(back.yield_request, Some(YieldRequest { id: 3, reason: None }));
+    assert!(back.untrusted);
+    let mut expected = fresh;
+    expected.yield_request = back.yield_request.clone();
+    expected.untrusted = true;
+    assert_eq!(back, expected, "nothing else changes");
+    let only_untrusted = format!(r#"{},"extra":{{"untrusted":true}}}}"#, &text[..text.len() - 1]);
+    let back = Checkpoint::decode(only_untrusted.as_bytes()).unwrap();
+    assert_eq!((back.yield_request, back.untrusted), (None, true));
+}
+
 fn settlement() -> impl Strategy<Value = Settlement> {
     let value = prop_oneof![
         Just(serde_json::json!(null)),
@@ -46,7 +74,7 @@ fn settlement() -> impl Strategy<Value = Settlement> {
         1u32..1000,
         prop_oneof![
             value.prop_map(|value| SettlementValue::Ok { value }),
-            (".{0,10}", ".{0,20}").prop_map(|(code, message)| SettlementValue::Err { code, message }),
+            (".{0,10}", ".{0,20}").prop_map(|(code, message)| SettlementValue::err(code, message)),
         ],
     )
         .prop_map(|(id, value)| Settlement { id, value })

@@ -1,9 +1,9 @@
-//! The engine's half of the bridge: the natives the prelude calls, request numbering, the in-guest queue, the reply
-//! inbox budget and replay checks.
+//! The engine's half of the bridge: the natives the prelude calls, request decoding and numbering, the in-guest
+//! queue, the reply inbox budget and replay checks.
 //!
-//! Invariant: ids are assigned when the guest creates a request, in order, starting at 1; at most `max_pending`
-//! requests are released to the host at once and the rest wait in FIFO order; a request re-issued during replay
-//! must match the journal's digest or the cell fails naming the first diverging id.
+//! Invariant: a payload that does not decode into its method's typed call is refused (`invalid_input`) before it
+//! gets an id; ids are assigned in creation order from 1; at most `max_pending` requests are released at once, the
+//! rest wait in FIFO order; a request re-issued in replay must match the journal's digest or the cell fails.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
@@ -14,7 +14,9 @@ use boa_engine::native_function::NativeFunction;
 use boa_engine::object::ObjectInitializer;
 use boa_engine::object::builtins::JsPromise;
 use boa_engine::{Context, JsNativeError, JsObject, JsResult, JsString, JsValue, js_string};
-use codemode_bridge::{BridgeMethod, BridgeRequest, OutputItem, RequestDigest, SettlementValue};
+use codemode_bridge::{
+    BridgeCall, BridgeErrorCode, BridgeMethod, BridgeRequest, OutputItem, RequestDigest, SettlementValue,
+};
 use serde_json::Value;
 
 use super::encode::{self, EncodeError, Intrinsics};
@@ -32,7 +34,7 @@ const CONSOLE_TRUNCATED: &str = "[console output truncated]";
 /// Why a request failed, as the guest's `Error` carries it.
 pub struct RequestError {
     /// The `code` property, e.g. `tool_error`.
-    pub code: String,
+    pub code: BridgeErrorCode,
     /// The message.
     pub message: String,
 }
@@ -143,7 +145,7 @@ impl BridgeState {
                 let bytes = serde_json::to_string(value).map(|s| s.len() as u64).unwrap_or(0);
                 if self.inbox_used + bytes > self.limits.inbox_bytes {
                     Err(RequestError {
-                        code: "invalid_input".into(),
+                        code: BridgeErrorCode::InvalidInput,
                         message: format!(
                             "Code Mode program-data budget exceeded: this reply is {bytes} bytes and the program has \
                              {} of {} bytes left. Ask tools for smaller results (filters, limits, pagination).",
@@ -191,12 +193,13 @@ impl BridgeState {
         self.emit(OutputItem::Text { text: line });
     }
 
-    fn create(&mut self, method: BridgeMethod, args: Value) -> Result<u32, String> {
+    fn create(&mut self, call: BridgeCall) -> Result<u32, String> {
         if let Some((_, message)) = &self.sticky {
             return Err(message.clone());
         }
         let id = self.next_id;
-        let request = BridgeRequest { id, method, args };
+        let method = call.method();
+        let request = BridgeRequest { id, call };
         if let Some(recorded) = self.recorded.get(id as usize - 1)
             && *recorded != request.digest()
         {
@@ -230,12 +233,12 @@ impl BridgeState {
     }
 
     fn cancel(&mut self, id: u32) {
-        if let Some(pos) = self.queue.iter().position(|r| r.id == id && r.method == BridgeMethod::Sleep) {
+        if let Some(pos) = self.queue.iter().position(|r| r.id == id && r.method() == BridgeMethod::Sleep) {
             self.queue.remove(pos);
             self.resolvers.remove(&id);
             return;
         }
-        let is_timer = self.released.iter().all(|r| r.id != id || r.method == BridgeMethod::Sleep);
+        let is_timer = self.released.iter().all(|r| r.id != id || r.method() == BridgeMethod::Sleep);
         if is_timer && self.resolvers.remove(&id).is_some() {
             self.in_flight = self.in_flight.saturating_sub(1);
             self.canceled.push(id);
@@ -283,7 +286,21 @@ fn request(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsV
             ))
             .into());
     }
-    let id = state.borrow_mut().create(method, payload).map_err(|m| JsNativeError::range().with_message(m))?;
+    // The prelude builds every payload, so a malformed one is a prelude bug; it still reaches the guest only as
+    // an error it can catch, with code `invalid_input`, and no request is made.
+    let call = match BridgeCall::decode(method, payload) {
+        Ok(call) => call,
+        Err(malformed) => {
+            let error = JsNativeError::typ().with_message(malformed.to_string()).into_opaque(context);
+            error.create_data_property_or_throw(
+                js_string!("code"),
+                JsString::from(BridgeErrorCode::InvalidInput.as_str()),
+                context,
+            )?;
+            return Err(boa_engine::JsError::from_opaque(error.into()));
+        }
+    };
+    let id = state.borrow_mut().create(call).map_err(|m| JsNativeError::range().with_message(m))?;
     let (promise, resolvers) = JsPromise::new_pending(context);
     state.borrow_mut().resolvers.insert(id, resolvers);
     Ok(promise.into())

@@ -67,7 +67,7 @@ impl Engine {
         let intrinsics = Rc::new(Intrinsics::capture(&mut context));
         context.insert_data(intrinsics);
         hooks::seed_math_random(&mut context)?;
-        crate::strings::install(&mut context)?;
+        crate::natives::install(&mut context)?;
         let natives = bridge::natives(&mut context);
         let prelude = context.eval(Source::from_bytes(include_str!("prelude.js")))?;
         let prelude = prelude.as_object().expect("the prelude evaluates to a function");
@@ -164,7 +164,7 @@ impl Engine {
             let Some((resolvers, payload)) = resolvers? else { continue };
             let (function, arg) = match payload {
                 // Tool results become JS values the way JSON.parse builds them, with shared shapes.
-                Ok(value) => (&resolvers.resolve, crate::json::from_serde(&value, &mut self.context)),
+                Ok(value) => (&resolvers.resolve, crate::natives::json::from_serde(&value, &mut self.context)),
                 Err(error) => (&resolvers.reject, self.bridge_error(&error)),
             };
             function.call(&JsValue::undefined(), &[arg], &mut self.context).map_err(|e| e.to_string())?;

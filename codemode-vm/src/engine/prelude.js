@@ -147,7 +147,8 @@
   // Timers go through the host so they survive suspension; the timer id is the bridge request id.
   function setTimeoutImpl(callback, delay, ...args) {
     let ms = Number(delay);
-    ms = ms === ms && ms !== Infinity && ms !== -Infinity && ms > 0 ? Math.floor(ms) : 0;
+    // The host takes whole milliseconds below 2^63; a delay that is not a positive number under that fires at once.
+    ms = ms === ms && ms > 0 && ms < 9223372036854775808 ? Math.floor(ms) : 0;
     const promise = request('sleep', { ms });
     const id = natives.lastRequestId();
     promise.then(

@@ -1,8 +1,7 @@
-//! Integration tests of the executor: source checks, the engine and its encoder in-process, and the worker process.
+//! Integration tests of the executor: the engine and its encoder in-process, and the worker process.
 
 mod appends;
 mod encode;
 mod natives;
 mod pure;
-mod source;
 mod strings;

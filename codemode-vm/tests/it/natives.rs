@@ -1,4 +1,4 @@
-//! Differential tests of the native `JSON.parse` and sorts (`src/json.rs`, `src/sort.rs`) against Node's V8:
+//! Differential tests of the native `JSON.parse` and sorts (`src/natives/json.rs`, `src/natives/sort.rs`) against Node's V8:
 //! fixed edge cases from `tests/fixtures/{json,sort}-edge-cases.js` plus proptest-generated inputs, each run in
 //! our engine (with `install`) and in Node. Values are compared as a deep dump (own keys in order, attributes,
 //! prototypes, strings as code units, -0), errors by name only, inconsistent comparators by permutation only.

@@ -1,4 +1,4 @@
-//! Pure callbacks (`src/pure.rs`) against real calls: generated arrays of records, primitives, inherited and
+//! Pure callbacks (`src/natives/pure.rs`) against real calls: generated arrays of records, primitives, inherited and
 //! accessor properties, proxies that log their traps, symbols and BigInts, sorted by a one-line comparator or
 //! passed through `map`/`filter`/`find`/`findIndex`/`some`/`every` with a one-line callback, as written (eligible
 //! for the native path) and wrapped in a function that calls it (never eligible). The result, the log and any
@@ -12,7 +12,7 @@ use super::strings::{boa_here, on_engine_thread};
 /// value and whether a call took the native path (the counter is per thread).
 fn run(program: &str) -> (String, bool) {
     let program = program.to_owned();
-    on_engine_thread(move || (boa_here(&program, true), codemode_vm::pure_calls() > 0))
+    on_engine_thread(move || (boa_here(&program, true), codemode_vm::natives::pure_calls() > 0))
 }
 
 /// The program's completion value: the result's labels (and the array's, for a sort), the log, or the error's name.

@@ -244,3 +244,18 @@ async fn mcp_tools_live_under_their_namespace_and_mark_results_untrusted() {
         other => panic!("{other:?}"),
     }
 }
+
+/// The guest cannot send a malformed bridge request: the prelude shapes every payload, and what JSON drops (a
+/// function as tool arguments, `undefined` stored) or a delay the host cannot represent is given its meaning before
+/// the request is made, so each of these is served as it always was instead of being refused.
+#[tokio::test]
+async fn odd_guest_values_still_make_well_formed_requests() {
+    let (engine, _) = engine();
+    let code = "await new Promise(r => setTimeout(r, Number.MAX_VALUE)); \
+                await new Promise(r => setTimeout(r, 2 ** 64)); \
+                await store('u', undefined); \
+                const found = await catalog.search('echo', { limit: () => 3 }); \
+                return [await load('u'), await echo(() => 1), found.length > 0]";
+    let r = exec(&engine, code).await;
+    assert_eq!(value(&r), json!([null, {}, true]));
+}

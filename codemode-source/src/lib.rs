@@ -135,7 +135,7 @@ impl LineMap {
 /// TypeScript-only syntax. JavaScript input pays one parse and one walk and comes back unchanged.
 ///
 /// ```
-/// use codemode_vm::source::prepare;
+/// use codemode_source::prepare;
 ///
 /// let js = prepare("const n: number = await count(); return n + 1;").unwrap();
 /// assert!(js.transformed);

@@ -75,8 +75,8 @@ impl Originals {
         let constructors = context.intrinsics().constructors();
         let (function_proto, string_proto) = (constructors.function().prototype(), constructors.string().prototype());
         Ok(Self {
-            function_to_string: crate::strings::builtin(&function_proto, "toString", context)?,
-            locale_compare: crate::strings::builtin(&string_proto, "localeCompare", context)?,
+            function_to_string: super::builtin(&function_proto, "toString", context)?,
+            locale_compare: super::builtin(&string_proto, "localeCompare", context)?,
         })
     }
 }

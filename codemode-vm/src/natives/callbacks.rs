@@ -16,9 +16,9 @@ use boa_engine::{
 };
 use boa_gc::{Finalize, Trace};
 
-use crate::{
+use super::{
+    builtin, define_method,
     pure::{self, Originals, Pure},
-    strings::{builtin, define_method},
 };
 
 /// Which method, and so how the answers become a result.

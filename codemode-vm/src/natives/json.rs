@@ -30,7 +30,7 @@ pub(crate) fn install(context: &mut Context) -> JsResult<()> {
         return Err(JsNativeError::typ().with_message("JSON.parse is not callable").into());
     };
     let function = NativeFunction::from_copy_closure_with_captures(parse, original);
-    crate::strings::define_method(&json, js_string!("parse").into(), js_string!("parse"), 2, function, context)?;
+    super::define_method(&json, js_string!("parse").into(), js_string!("parse"), 2, function, context)?;
     Ok(())
 }
 
@@ -467,7 +467,7 @@ mod tests {
     /// Parses `text` with the installed `JSON.parse` of a fresh context.
     fn parse(text: JsString) -> (JsValue, Context) {
         let mut context = Context::default();
-        crate::strings::install(&mut context).expect("install succeeds on a fresh context");
+        crate::natives::install(&mut context).expect("install succeeds on a fresh context");
         let json = context.intrinsics().objects().json();
         let parse = json.get(js_string!("parse"), &mut context).expect("JSON.parse exists");
         let parse = parse.as_callable().expect("JSON.parse is callable");
@@ -494,7 +494,7 @@ mod tests {
             r#"{"s":"\u00e9\u20ac\ud83d\ude00","e":"","n":null,"t":true,"f":false,"deep":[[[{"x":[]}]]]}"#,
         ];
         let mut context = Context::builder().instructions_remaining(1 << 30).build().expect("a context builds");
-        crate::strings::install(&mut context).expect("install succeeds on a fresh context");
+        crate::natives::install(&mut context).expect("install succeeds on a fresh context");
         let dump = context.eval(boa_engine::Source::from_bytes(DUMP)).expect("the dump function compiles");
         let dump = dump.as_callable().expect("a function");
         let json = context.intrinsics().objects().json();

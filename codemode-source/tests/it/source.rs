@@ -2,7 +2,7 @@
 //! ours), module access, TypeScript, the depth guard against hostile nesting, and the line map.
 //! These tests never start a worker: `prepare` is pure.
 
-use codemode_vm::source::{MAX_CHAIN, MAX_NESTING, MAX_TREE_DEPTH, Position, SourceErrorKind, prepare};
+use codemode_source::{MAX_CHAIN, MAX_NESTING, MAX_TREE_DEPTH, Position, SourceErrorKind, prepare};
 
 /// One readable outcome per source: the prepared body, or the refusal with its kind and message.
 fn outcome(code: &str) -> String {

@@ -13,28 +13,18 @@ use boa_engine::{
     builtins::regexp::RegExp,
     js_string,
     native_function::{NativeFunction, NativeFunctionPointer},
-    object::{FunctionObjectBuilder, builtins::JsArray},
-    property::{PropertyDescriptor, PropertyKey},
+    object::builtins::JsArray,
     string::JsStr,
     value::IntegerOrInfinity,
 };
 
 use self::{builder::StrBuf, search::Searcher};
+use super::define_method;
 
-/// Replaces the quadratic or panicking built-ins of `context` with linear-time, panic-free ones.
-///
-/// Call it once per context, after the realm is built and before guest code runs. It replaces
+/// Replaces the quadratic or panicking String and RegExp built-ins of `context` with linear-time, panic-free ones:
 /// `String.prototype.{repeat, split, replace, replaceAll, indexOf, lastIndexOf, includes, startsWith, endsWith}`,
-/// `RegExp.prototype.exec` and `RegExp.prototype[Symbol.split]`, `JSON.parse` (see `json.rs`), and
-/// `Array.prototype.{sort, toSorted}` and `%TypedArray%.prototype.{sort, toSorted}` (see `sort.rs`), and
-/// `Array.prototype.{map, filter, find, findIndex, some, every}` (see `callbacks.rs`) with native
-/// functions of the same name, length and attributes, so guest code cannot tell them apart from the built-ins
-/// except by speed (and by not crashing the worker on a comparator that is not a total order).
-///
-/// # Errors
-///
-/// Fails only if a prototype property cannot be redefined, which a fresh context never does.
-pub fn install(context: &mut Context) -> JsResult<()> {
+/// `RegExp.prototype.exec` and `RegExp.prototype[Symbol.split]`.
+pub(super) fn install(context: &mut Context) -> JsResult<()> {
     let string_proto = context.intrinsics().constructors().string().prototype();
     let methods: [(&str, usize, NativeFunctionPointer); 9] = [
         ("repeat", 1, repeat),
@@ -51,11 +41,7 @@ pub fn install(context: &mut Context) -> JsResult<()> {
         let key = JsString::from(name);
         define_method(&string_proto, key.clone().into(), key, length, NativeFunction::from_fn_ptr(function), context)?;
     }
-    regexp::install(context)?;
-    crate::json::install(context)?;
-    let originals = crate::pure::Originals::capture(context)?;
-    crate::sort::install(&originals, context)?;
-    crate::callbacks::install(&originals, context)
+    regexp::install(context)
 }
 
 /// `String.prototype.repeat`, building the result in one buffer: Boa's collects `count` slices first (24 bytes per
@@ -94,33 +80,6 @@ fn repeat(this: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<J
         out.extend_from_slice(&unit);
     }
     Ok(JsString::from(out.as_slice()).into())
-}
-
-/// Defines a builtin-shaped method: writable, configurable, not enumerable, not a constructor.
-pub(crate) fn define_method(
-    target: &JsObject,
-    key: PropertyKey,
-    name: JsString,
-    length: usize,
-    function: NativeFunction,
-    context: &mut Context,
-) -> JsResult<JsObject> {
-    let function =
-        FunctionObjectBuilder::new(context.realm(), function).name(name).length(length).constructor(false).build();
-    target.define_property_or_throw(
-        key,
-        PropertyDescriptor::builder().value(function.clone()).writable(true).enumerable(false).configurable(true),
-        context,
-    )?;
-    Ok(function.into())
-}
-
-/// The function at `object[name]`, read once while building a context.
-pub(crate) fn builtin(object: &JsObject, name: &str, context: &mut Context) -> JsResult<JsObject> {
-    object
-        .get(JsString::from(name), context)?
-        .as_callable()
-        .ok_or_else(|| JsNativeError::typ().with_message(format!("the built-in {name} is missing")).into())
 }
 
 /// `GetMethod(V, P)` for an object `V`.

@@ -5,7 +5,7 @@
 
 use std::hint::black_box;
 
-use codemode_vm::source::prepare;
+use codemode_source::prepare;
 use criterion::{Criterion, criterion_group, criterion_main};
 
 const JS: &str = r#"// Collect the largest files under src/ and summarize them by extension.

@@ -1,0 +1,4 @@
+//! Integration tests of the source checks: fixtures with snapshotted outcomes, the reference's shell cases, the
+//! nesting guards and the TypeScript strip, all through [`codemode_source::prepare`].
+
+mod source;
