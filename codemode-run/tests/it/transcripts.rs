@@ -114,7 +114,7 @@ fn a_resume_without_its_worker_starts_a_replay_with_the_journal() {
             Beat::Tick(2),
             Beat::Settle(vec![(1, ok(json!("pong")))]),
             text("two"),
-            quiescent(vec![request(2, BridgeMethod::Yield, json!({}))], 1),
+            quiescent(vec![request(2, BridgeMethod::Yield, json!({ "reason": null }))], 1),
         ],
     );
     // The engine drops a parked run's worker (replay on resume, or the live window passed).
