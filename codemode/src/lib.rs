@@ -36,9 +36,6 @@
 pub struct ReadmeDoctests;
 
 mod activation;
-mod dispatch;
-mod results;
-mod run;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -47,6 +44,7 @@ use std::time::Duration;
 pub use codemode_bridge as bridge;
 pub use codemode_catalog as catalog;
 pub use codemode_config as config;
+pub use codemode_run as run;
 pub use codemode_snapshot as snapshot;
 pub use codemode_source as source;
 pub use codemode_surface as surface;
@@ -57,6 +55,7 @@ pub use activation::model_tools;
 pub use codemode_bridge::{CodeModeResult, ErrorCode, FailurePhase, OutputItem, ToolHost};
 pub use codemode_catalog::{ToolDefinition, ToolSource};
 pub use codemode_config::Limits;
+pub use codemode_run::RunScope;
 pub use codemode_surface::ToolSpec;
 pub use codemode_vm::confine::Confinement;
 
@@ -65,7 +64,7 @@ use codemode_snapshot::{CheckpointBackend, FileBackend, MemoryBackend, RunStore,
 use codemode_vm::pool::{PoolConfig, WorkerCommand, WorkerPool};
 use codemode_vm::protocol::{GuestGlobals, GuestNamespace};
 
-use run::LiveRun;
+use codemode_run::Inner;
 
 /// Errors building a [`CodeMode`]. Guest failures are never errors: they are `failed` results.
 #[derive(Debug, thiserror::Error)]
@@ -89,17 +88,6 @@ pub enum Error {
     /// The provider payload broke the code mode contract; the run fails closed.
     #[error("code mode payload check failed: {0}")]
     Surface(#[from] codemode_surface::SurfaceError),
-}
-
-/// Who is calling: runs are scoped to their session and agent run.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RunScope {
-    /// The session the run belongs to; also the namespace of `store`/`load`.
-    pub session_id: Option<String>,
-    /// The agent that runs it.
-    pub agent_id: Option<String>,
-    /// The agent run (turn).
-    pub agent_run_id: Option<String>,
 }
 
 /// A snapshot of what a [`CodeMode`] holds, for operators and tests.
@@ -257,27 +245,17 @@ impl CodeModeBuilder {
             sessions,
             tools_digest,
             replay_on_resume: self.replay_on_resume,
-            results: results::ResultStore::default(),
+            results: codemode_run::ResultStore::default(),
+            clock: Arc::new(SystemClock),
+            entropy: Arc::new(codemode_run::OsEntropy),
         });
-        run::start_sweeper(&inner, self.live_window.unwrap_or(DEFAULT_LIVE_WINDOW));
+        codemode_run::start_sweeper(&inner, self.live_window.unwrap_or(DEFAULT_LIVE_WINDOW));
         Ok(CodeMode { inner })
     }
 }
 
 /// How long a parked run keeps its live worker by default.
 const DEFAULT_LIVE_WINDOW: Duration = Duration::from_secs(30);
-
-pub(crate) struct Inner {
-    pub(crate) limits: Limits,
-    pub(crate) catalog: Catalog,
-    pub(crate) host: Arc<dyn ToolHost>,
-    pub(crate) pool: Arc<WorkerPool>,
-    pub(crate) runs: RunStore<LiveRun>,
-    pub(crate) sessions: SessionStore,
-    pub(crate) tools_digest: String,
-    pub(crate) replay_on_resume: bool,
-    pub(crate) results: results::ResultStore,
-}
 
 /// The code mode engine: one catalog, one tool host, one worker pool, one run store.
 #[derive(Clone)]
@@ -304,7 +282,7 @@ impl CodeMode {
 
     /// What the engine holds right now: parked runs, the worker processes they keep, idle workers.
     pub fn stats(&self) -> EngineStats {
-        let (parked_runs, parked_with_worker) = self.inner.runs.parked_counts(run::LiveRun::holds_worker);
+        let (parked_runs, parked_with_worker) = self.inner.runs.parked_counts(codemode_run::LiveRun::holds_worker);
         EngineStats { parked_runs, parked_with_worker, idle_workers: self.inner.pool.idle_count() }
     }
 
@@ -320,7 +298,20 @@ impl CodeMode {
 
     /// Runs one cell: `input` is exec's input object (`{title, code, ...}`).
     pub async fn exec(&self, input: serde_json::Value, scope: RunScope) -> CodeModeResult {
-        run::exec(self.inner.clone(), input, scope).await
+        match Self::exec_input(&input) {
+            Ok(input) => codemode_run::exec(self.inner.clone(), input, scope).await,
+            Err(message) => codemode_run::input_failure(&self.inner, message),
+        }
+    }
+
+    /// Validates exec's input object against the surface's contract; the error is the message for the model.
+    fn exec_input(input: &serde_json::Value) -> Result<codemode_run::ExecInput, String> {
+        let input = codemode_surface::parse_exec_input(input).map_err(|e| e.to_string())?;
+        Ok(codemode_run::ExecInput {
+            code: input.code,
+            restart_safe: input.restart_safe,
+            await_results: input.await_results,
+        })
     }
 
     /// Runs one cell until it ends or `cancelled` resolves, whichever comes first. A cancelled cell is aborted on
@@ -332,21 +323,28 @@ impl CodeMode {
         scope: RunScope,
         cancelled: impl std::future::Future<Output = ()>,
     ) -> CodeModeResult {
+        let input = match Self::exec_input(&input) {
+            Ok(input) => input,
+            Err(message) => return codemode_run::input_failure(&self.inner, message),
+        };
         tokio::select! {
             biased;
-            result = run::exec(self.inner.clone(), input, scope) => result,
-            () = cancelled => run::cancelled(&self.inner),
+            result = codemode_run::exec(self.inner.clone(), input, scope) => result,
+            () = cancelled => codemode_run::cancelled(&self.inner),
         }
     }
 
     /// Resumes a waiting run: `input` is wait's input object (`{runId}`).
     pub async fn wait(&self, input: serde_json::Value, scope: RunScope) -> CodeModeResult {
-        run::wait(self.inner.clone(), input, scope).await
+        match codemode_surface::parse_wait_input(&input) {
+            Ok(input) => codemode_run::wait(self.inner.clone(), &input.run_id, scope).await,
+            Err(e) => codemode_run::input_failure(&self.inner, e.to_string()),
+        }
     }
 
     /// Cancels a run's pending host work and drops it; a later `wait` fails as unavailable.
     pub async fn abort(&self, run_id: &str) -> CodeModeResult {
-        run::abort(self.inner.clone(), run_id).await
+        codemode_run::abort(self.inner.clone(), run_id).await
     }
 }
 

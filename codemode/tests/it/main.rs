@@ -5,6 +5,5 @@ mod corpus;
 mod embed;
 mod exec;
 mod harness;
-mod replay;
 mod support;
 mod wait;

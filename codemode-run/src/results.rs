@@ -17,8 +17,9 @@ const GUIDANCE: &str = "Full result saved for this run; use results.load(referen
 /// `(id, value, encoded bytes)`, oldest first.
 type Entries = VecDeque<(String, Value, usize)>;
 
+/// Oversized final values per session, oldest evicted first.
 #[derive(Default)]
-pub(crate) struct ResultStore {
+pub struct ResultStore {
     sessions: Mutex<HashMap<String, Entries>>,
 }
 

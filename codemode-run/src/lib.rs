@@ -1,0 +1,86 @@
+//! Driving a run: the run as a sans-IO state machine ([`machine`]), its async driver over a [`Cell`] (`exec`,
+//! `wait`, `abort`), and the dispatch of bridge requests. The facade builds an [`Inner`] context and calls in here.
+//!
+//! It does not parse the model's input (the surface does) nor build the catalog or the pool (the facade does).
+//! Invariant: guest failures come back as `failed` results, never as `Err`; a suspended run is parked or fails.
+
+mod dispatch;
+pub mod machine;
+mod results;
+mod run;
+
+use std::sync::Arc;
+
+use codemode_bridge::ToolHost;
+use codemode_catalog::Catalog;
+use codemode_config::Limits;
+use codemode_snapshot::{Clock, RunStore, SessionStore};
+use codemode_vm::pool::WorkerPool;
+
+pub use results::ResultStore;
+pub use run::{Cell, LiveRun, abort, cancelled, exec, input_failure, start_sweeper, wait};
+
+/// Who is calling: runs are scoped to their session and agent run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunScope {
+    /// The session the run belongs to; also the namespace of `store`/`load`.
+    pub session_id: Option<String>,
+    /// The agent that runs it.
+    pub agent_id: Option<String>,
+    /// The agent run (turn).
+    pub agent_run_id: Option<String>,
+}
+
+/// Everything a run reads from its engine: limits, catalog, tool host, worker pool and stores.
+pub struct Inner {
+    /// The limits every run obeys.
+    pub limits: Limits,
+    /// The tool catalog.
+    pub catalog: Catalog,
+    /// Runs the tools the guest calls.
+    pub host: Arc<dyn ToolHost>,
+    /// The worker processes.
+    pub pool: Arc<WorkerPool>,
+    /// Parked runs.
+    pub runs: RunStore<LiveRun>,
+    /// The session store behind `store`/`load`.
+    pub sessions: SessionStore,
+    /// The digest of the catalog's callable names; a run parked under another catalog is not resumed.
+    pub tools_digest: String,
+    /// Whether a parked run drops its worker, so every `wait` resumes by replay.
+    pub replay_on_resume: bool,
+    /// Oversized final values kept for `results.load`.
+    pub results: ResultStore,
+    /// The clock of deadlines, park times and the guest's virtual clock.
+    pub clock: Arc<dyn Clock>,
+    /// Where a new run's `Math.random` seed comes from.
+    pub entropy: Arc<dyn Entropy>,
+}
+
+/// The source of a new run's seed, behind a trait so tests can pin it.
+pub trait Entropy: Send + Sync + 'static {
+    /// A fresh seed.
+    fn seed(&self) -> u64;
+}
+
+/// Seeds from the operating system's randomness (through a v4 uuid).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OsEntropy;
+
+impl Entropy for OsEntropy {
+    fn seed(&self) -> u64 {
+        let bytes = *uuid::Uuid::new_v4().as_bytes();
+        u64::from_le_bytes(bytes[..8].try_into().expect("a uuid has 16 bytes"))
+    }
+}
+
+/// What `exec` runs, once the surface has validated the model's input.
+#[derive(Clone, Debug)]
+pub struct ExecInput {
+    /// The program, as the model wrote it (JavaScript or TypeScript).
+    pub code: String,
+    /// Whether the cell may call only replay-safe tools.
+    pub restart_safe: bool,
+    /// Whether the cell waits for its tool calls up to the deadline instead of parking before it.
+    pub await_results: bool,
+}
