@@ -8,4 +8,7 @@ if [ -f codemode-vm/benches/node/package-lock.json ]; then
   npm ci --prefix codemode-vm/benches/node --no-audit --no-fund --loglevel=error
 fi
 cargo build --workspace --bins
+# The embedding example (outside the workspace, sharing its target folder) is built here, before the tests, so that
+# its test only runs it and the corpus's time limits never compete with a compiler.
+CARGO_TARGET_DIR="$PWD/target" cargo build --offline --manifest-path examples/embed/Cargo.toml
 cargo test --workspace --no-fail-fast

@@ -75,6 +75,8 @@ pub const STANDARD_GLOBALS: &[&str] = &[
     "SyntaxError",
     "Temporal",
     "TypeError",
+    // Not ECMAScript: Boa 0.22 also exposes %TypedArray% under this name.
+    "TypedArray",
     "URIError",
     "Uint16Array",
     "Uint32Array",

@@ -256,14 +256,11 @@ impl WorkerPool {
             .spawn()
             .map_err(|source| PoolError::Spawn { path: worker.clone(), source })?;
         let mut line = String::new();
-        if let Some(stdout) = child.stdout.take() {
-            let mut fd = libc::pollfd { fd: stdout.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-            let timeout = i32::try_from(HELLO_TIMEOUT.as_millis()).unwrap_or(i32::MAX);
-            // SAFETY: `fd` is a valid pollfd for the duration of the call; poll only writes its `revents`.
-            if unsafe { libc::poll(&mut fd, 1, timeout) } > 0 {
-                // A hello is one short line; a binary that prints something else gets its first 64 KiB read.
-                let _ = std::io::BufReader::new(stdout.take(64 * 1024)).read_line(&mut line);
-            }
+        if let Some(stdout) = child.stdout.take()
+            && wait_readable(stdout.as_raw_fd(), HELLO_TIMEOUT)
+        {
+            // A hello is one short line; a binary that prints something else gets its first 64 KiB read.
+            let _ = std::io::BufReader::new(stdout.take(64 * 1024)).read_line(&mut line);
         }
         let _ = child.kill();
         let status = child.wait();
@@ -438,6 +435,24 @@ impl WorkerPool {
 ///
 /// The version is read before the rest of the hello, so a worker of another version whose hello has another shape
 /// is still named by its version.
+/// Whether `fd` became readable (or hung up) within `limit`. A signal (a `SIGCHLD` from another child of this
+/// process, say) interrupts `poll` with `EINTR`; the wait then goes on for the time left.
+fn wait_readable(fd: std::os::fd::RawFd, limit: Duration) -> bool {
+    let until = std::time::Instant::now() + limit;
+    loop {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        let timeout = i32::try_from(left.as_millis()).unwrap_or(i32::MAX);
+        let mut pollfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        // SAFETY: `pollfd` is a valid pollfd for the duration of the call; poll only writes its `revents`.
+        match unsafe { libc::poll(&mut pollfd, 1, timeout) } {
+            n if n > 0 => return true,
+            0 => return false,
+            _ if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted && !left.is_zero() => {}
+            _ => return false,
+        }
+    }
+}
+
 fn read_hello(line: &str, worker: &str, allow_slow_strings: bool) -> Result<WorkerHello, PoolError> {
     let no_hello = |reason: String| PoolError::NoHello { worker: worker.to_owned(), reason };
     let excerpt = || {
