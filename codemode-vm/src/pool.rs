@@ -245,11 +245,7 @@ impl WorkerPool {
         let worker = command.display();
         let mut child = std::process::Command::new(&command.program)
             .args(&command.args)
-            .env(ENV_ROLE, "1")
-            .env(ENV_MEMORY, self.config.memory_limit_bytes.to_string())
-            .env(ENV_INSTRUCTIONS, self.config.instructions.to_string())
-            .env(ENV_CONFINEMENT, self.config.confinement.as_str())
-            .env(ENV_ADDRESS_SPACE, self.address_space().to_string())
+            .envs(self.worker_env())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -367,16 +363,24 @@ impl WorkerPool {
         self.config.memory_limit_bytes.saturating_mul(2).saturating_add(WORKER_BASE_MEMORY + 1024 * 1024 * 1024)
     }
 
+    /// The environment of every worker this pool starts, for [`WorkerPool::check`] and the pool alike: its role
+    /// marker, limits and confinement mode. The address-space limit is set by the worker itself, as the first step
+    /// of its confinement, so a failure is handled and reported.
+    fn worker_env(&self) -> [(&'static str, String); 5] {
+        [
+            (ENV_ROLE, "1".to_owned()),
+            (ENV_MEMORY, self.config.memory_limit_bytes.to_string()),
+            (ENV_INSTRUCTIONS, self.config.instructions.to_string()),
+            (ENV_CONFINEMENT, self.config.confinement.as_str().to_owned()),
+            (ENV_ADDRESS_SPACE, self.address_space().to_string()),
+        ]
+    }
+
     fn spawn(&self) -> Result<WorkerProcess, PoolError> {
         let command = &self.config.command;
         let mut cmd = Command::new(&command.program);
         cmd.args(&command.args)
-            .env(ENV_ROLE, "1")
-            .env(ENV_MEMORY, self.config.memory_limit_bytes.to_string())
-            .env(ENV_INSTRUCTIONS, self.config.instructions.to_string())
-            .env(ENV_CONFINEMENT, self.config.confinement.as_str())
-            // The worker sets it itself, as the first step of its confinement, so a failure is handled and reported.
-            .env(ENV_ADDRESS_SPACE, self.address_space().to_string())
+            .envs(self.worker_env())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
