@@ -4,6 +4,9 @@
 //! is cut keeps valid JSON and valid UTF-8: a truncated value becomes a marker object, a truncated error keeps its
 //! leading cause and ends with ` [error truncated]`.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use serde_json::{Value, json};
 
 use crate::OutputItem;
@@ -22,6 +25,24 @@ pub fn utf8_prefix(s: &str, max: usize) -> &str {
         end -= 1;
     }
     &s[..end]
+}
+
+/// Bytes of `value` as compact JSON text, counted without building the text.
+pub fn json_len(value: &impl serde::Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing to a counter cannot fail; a value that cannot serialize (never a JSON value) counts what it wrote.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 /// `value` if its compact JSON fits `max` bytes, else the truncation marker (which itself fits `max` when
@@ -64,6 +85,10 @@ pub fn truncate_error(error: &str, max: usize) -> String {
 }
 
 /// The shared output budget of one run, carried across its exec and waits.
+///
+/// Output is admitted item by item as the worker sends it ([`OutputBudget::admit_item`]), so the host never holds
+/// more than the budget of output; what does not fit is counted and dropped at once, and the truncation marker
+/// that stands for it says, when it is delivered ([`OutputBudget::deliver`]), how many bytes it stands for.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct OutputBudget {
@@ -73,43 +98,84 @@ pub struct OutputBudget {
     pub used: usize,
     /// Whether output was already cut once (later output is dropped).
     pub exhausted: bool,
+    /// Bytes of output dropped since the marker was admitted and not yet reported by a delivered marker.
+    #[serde(default)]
+    pub dropped: u64,
+    /// Whether the marker was admitted and not delivered yet (it is then the last undelivered item).
+    #[serde(skip)]
+    marker_undelivered: bool,
 }
 
 impl OutputBudget {
     /// A fresh budget of `max` bytes.
     pub fn new(max: usize) -> Self {
-        OutputBudget { max, used: 0, exhausted: false }
+        OutputBudget { max, used: 0, exhausted: false, dropped: 0, marker_undelivered: false }
     }
 
     /// Admits output items while they fit the output share (half of what remains is kept for the value); when
-    /// one does not fit, it is replaced by a truncation marker and everything after it is dropped.
+    /// one does not fit, it is replaced by a truncation marker and everything after it is dropped (and counted).
     pub fn admit_output(&mut self, items: Vec<OutputItem>) -> Vec<OutputItem> {
         let mut admitted = Vec::with_capacity(items.len());
         for item in items {
-            if self.exhausted {
-                break;
-            }
-            let len = item.encoded_len();
-            let share = self.max.saturating_sub(self.used) / 2;
-            if len <= share {
-                self.used += len;
-                admitted.push(item);
-            } else {
-                let encoded = serde_json::to_string(&item).expect("output items always serialize");
-                let value = truncation_marker(&encoded, share.max(200));
-                self.used += serde_json::to_string(&value).map(|s| s.len()).unwrap_or(0);
-                admitted.push(OutputItem::Json { value });
-                self.exhausted = true;
-            }
+            self.admit_item(item, &mut admitted);
         }
-        admitted
+        self.deliver(admitted)
+    }
+
+    /// Admits one output item as it arrives, appending what is kept to `into` (undelivered output): the item
+    /// itself while it fits the output share, else the truncation marker once; an item after the marker is
+    /// dropped and only its encoded length is kept, for the marker.
+    pub fn admit_item(&mut self, item: OutputItem, into: &mut Vec<OutputItem>) {
+        let len = item.encoded_len();
+        if self.exhausted {
+            self.dropped = self.dropped.saturating_add(len as u64);
+            return;
+        }
+        let share = self.max.saturating_sub(self.used) / 2;
+        if len <= share {
+            self.used += len;
+            into.push(item);
+        } else {
+            let encoded = serde_json::to_string(&item).expect("output items always serialize");
+            drop(item);
+            let value = truncation_marker(&encoded, share.max(200));
+            self.used += crate::json_len(&value);
+            into.push(OutputItem::Json { value });
+            self.exhausted = true;
+            self.marker_undelivered = true;
+        }
+    }
+
+    /// The undelivered output `items`, ready to hand to the caller: the marker among them counts every byte
+    /// dropped after it so far; when the marker went out with an earlier result and more was dropped since, a
+    /// marker for those bytes (without a prefix) ends the output.
+    pub fn deliver(&mut self, mut items: Vec<OutputItem>) -> Vec<OutputItem> {
+        let dropped = std::mem::take(&mut self.dropped);
+        let undelivered = std::mem::take(&mut self.marker_undelivered);
+        if dropped == 0 {
+            return items;
+        }
+        if undelivered && let Some(OutputItem::Json { value }) = items.last_mut() {
+            let omitted = value["omittedBytes"].as_u64().unwrap_or(0);
+            value["omittedBytes"] = Value::from(omitted.saturating_add(dropped));
+        } else {
+            let value = json!({
+                "truncated": true,
+                "omittedBytes": dropped,
+                "guidance": TRUNCATION_GUIDANCE,
+                "prefix": "",
+            });
+            self.used += crate::json_len(&value);
+            items.push(OutputItem::Json { value });
+        }
+        items
     }
 
     /// The final value, kept whole when it fits the rest of the budget, else the truncation marker.
     pub fn admit_value(&mut self, value: Value) -> Value {
         let room = self.max.saturating_sub(self.used).max(256);
         let value = truncate_value(value, room);
-        self.used += serde_json::to_string(&value).map(|s| s.len()).unwrap_or(0);
+        self.used += crate::json_len(&value);
         value
     }
 
@@ -117,6 +183,91 @@ impl OutputBudget {
     pub fn admit_error(&mut self, error: &str) -> String {
         let room = self.max - self.used.min(self.max / 2);
         truncate_error(error, room)
+    }
+}
+
+/// A byte cap shared by every run of one engine (one host or gateway): what their journals hold together.
+#[derive(Debug)]
+pub struct SharedBytes {
+    max: u64,
+    used: AtomicU64,
+}
+
+impl SharedBytes {
+    /// A shared cap of `max` bytes, none used.
+    pub fn new(max: u64) -> Arc<SharedBytes> {
+        Arc::new(SharedBytes { max, used: AtomicU64::new(0) })
+    }
+
+    /// Bytes charged now, by all runs together.
+    pub fn used(&self) -> u64 {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// The cap.
+    pub fn max(&self) -> u64 {
+        self.max
+    }
+}
+
+/// Which cap a [`ByteCharge`] would pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OverCap {
+    /// The run's own cap: `(bytes it would hold, cap)`.
+    Run(u64, u64),
+    /// The cap shared by all runs of the engine: `(bytes they would hold, cap)`.
+    Shared(u64, u64),
+}
+
+/// What one run holds against its own cap and the engine's shared one; dropping it gives the bytes back to the
+/// shared cap.
+#[derive(Debug)]
+pub struct ByteCharge {
+    max: u64,
+    held: u64,
+    shared: Option<Arc<SharedBytes>>,
+}
+
+impl ByteCharge {
+    /// A charge of nothing against `max` bytes for this run and, when given, the shared cap.
+    pub fn new(max: u64, shared: Option<Arc<SharedBytes>>) -> ByteCharge {
+        ByteCharge { max, held: 0, shared }
+    }
+
+    /// Bytes this run holds.
+    pub fn held(&self) -> u64 {
+        self.held
+    }
+
+    /// Charges `bytes` more, unless that passes either cap (then nothing is charged).
+    ///
+    /// # Errors
+    ///
+    /// The cap it would pass, with the bytes that would be held.
+    pub fn add(&mut self, bytes: u64) -> Result<(), OverCap> {
+        let held = self.held.saturating_add(bytes);
+        if held > self.max {
+            return Err(OverCap::Run(held, self.max));
+        }
+        if let Some(shared) = &self.shared {
+            let max = shared.max;
+            shared
+                .used
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |used| {
+                    used.checked_add(bytes).filter(|total| *total <= max)
+                })
+                .map_err(|used| OverCap::Shared(used.saturating_add(bytes), max))?;
+        }
+        self.held = held;
+        Ok(())
+    }
+}
+
+impl Drop for ByteCharge {
+    fn drop(&mut self) {
+        if let Some(shared) = &self.shared {
+            shared.used.fetch_sub(self.held, Ordering::Relaxed);
+        }
     }
 }
 
@@ -136,6 +287,46 @@ mod tests {
         let v = truncate_value(big, 1024);
         assert_eq!(v["truncated"], true);
         assert!(serde_json::to_string(&v).unwrap().len() <= 1024);
+    }
+
+    #[test]
+    fn dropped_output_is_counted_by_the_marker() {
+        let mut budget = OutputBudget::new(1024);
+        let mut undelivered = Vec::new();
+        let line = OutputItem::Text { text: "x".repeat(30) };
+        let each = line.encoded_len() as u64;
+        for _ in 0..3000 {
+            budget.admit_item(line.clone(), &mut undelivered);
+        }
+        let kept = undelivered.len() as u64;
+        assert!(undelivered.len() < 20, "the host keeps only what fits");
+        let out = budget.deliver(undelivered);
+        let OutputItem::Json { value } = out.last().unwrap() else { panic!("a marker ends the output") };
+        let prefix = value["prefix"].as_str().unwrap().len() as u64;
+        // Every byte of the lines not kept is counted: the cut line's tail and all the dropped ones.
+        assert_eq!(value["omittedBytes"].as_u64().unwrap(), (3000 - kept + 1) * each - prefix);
+        // Dropped after the marker went out: a later delivery says so with a marker of its own.
+        let mut later = Vec::new();
+        budget.admit_item(line.clone(), &mut later);
+        let out = budget.deliver(later);
+        assert_eq!(out.len(), 1);
+        let OutputItem::Json { value } = &out[0] else { panic!("a marker") };
+        assert_eq!(value["omittedBytes"].as_u64().unwrap(), each);
+    }
+
+    #[test]
+    fn charges_stop_at_either_cap_and_give_back_on_drop() {
+        let shared = SharedBytes::new(100);
+        let mut a = ByteCharge::new(80, Some(shared.clone()));
+        let mut b = ByteCharge::new(80, Some(shared.clone()));
+        a.add(60).unwrap();
+        assert_eq!(a.add(30), Err(OverCap::Run(90, 80)));
+        assert_eq!(b.add(50), Err(OverCap::Shared(110, 100)));
+        b.add(40).unwrap();
+        assert_eq!(shared.used(), 100);
+        drop(a);
+        assert_eq!(shared.used(), 40);
+        b.add(40).unwrap();
     }
 
     #[test]

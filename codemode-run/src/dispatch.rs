@@ -17,9 +17,6 @@ use serde_json::Value;
 use crate::Inner;
 use crate::run::{Refusal, RunParts};
 
-/// Bytes one nested tool result may take; larger results fail the call with an error the program can catch.
-const MAX_TOOL_RESULT_BYTES: usize = 8 * 1024 * 1024;
-
 fn ok(value: Value) -> SettlementValue {
     SettlementValue::Ok { value }
 }
@@ -46,6 +43,7 @@ pub(crate) fn dispatch(
         server: None,
     };
     let session = parts.session.unwrap_or("default");
+    let max_result = usize::try_from(inner.limits.max_output_bytes).unwrap_or(usize::MAX);
     let future: std::pin::Pin<Box<dyn std::future::Future<Output = SettlementValue> + Send>> = match call {
         BridgeCall::Yield(YieldArgs { reason }) => {
             *parts.yield_request = Some((id, reason));
@@ -73,7 +71,7 @@ pub(crate) fn dispatch(
                 let name = entry.definition.name.clone();
                 match inner.host.call_tool(&name, tool_args, cx).await {
                     Ok(value) => match inner.catalog.validate_output(entry, &value) {
-                        Ok(()) => bounded(value),
+                        Ok(()) => bounded(value, max_result),
                         Err(e) => SettlementValue::err(e.code, e.message),
                     },
                     Err(ToolError { code, message }) => SettlementValue::err(code, inner.catalog.redact(&message)),
@@ -117,7 +115,7 @@ pub(crate) fn dispatch(
                     NamespaceTarget::Op(op) => inner.host.namespace(&server, &op, call_args, cx).await,
                 };
                 match result {
-                    Ok(value) => bounded(value),
+                    Ok(value) => bounded(value, max_result),
                     Err(ToolError { code, message }) => SettlementValue::err(code, message),
                 }
             })
@@ -247,17 +245,16 @@ fn to_json(value: impl serde::Serialize) -> Value {
     serde_json::to_value(value).expect("catalog answers serialize to JSON")
 }
 
-fn bounded(value: Value) -> SettlementValue {
-    let bytes = serde_json::to_string(&value).map(|s| s.len()).unwrap_or(0);
-    if bytes > MAX_TOOL_RESULT_BYTES {
-        return SettlementValue::err(
-            BridgeErrorCode::ToolError,
-            format!(
-                "tool result is {bytes} bytes, over the {MAX_TOOL_RESULT_BYTES}-byte limit for one nested result; ask for less (filters, limits, pagination)"
-            ),
-        );
+/// A nested tool result bounded by `maxOutputBytes` (seed 001, "Output budget"): kept whole when its JSON fits,
+/// else the truncation marker (`truncated`, `omittedBytes`, `guidance`, a UTF-8-safe `prefix`), which the program
+/// receives as a successful partial result. Counted without building the text unless it is cut.
+fn bounded(value: Value, max: usize) -> SettlementValue {
+    if codemode_bridge::json_len(&value) <= max {
+        return ok(value);
     }
-    ok(value)
+    let encoded = serde_json::to_string(&value).expect("JSON values always serialize");
+    drop(value);
+    ok(codemode_bridge::truncation_marker(&encoded, max))
 }
 
 fn unknown_tool(tool: &str) -> String {

@@ -55,6 +55,8 @@ pub struct Inner {
     pub clock: Arc<dyn Clock>,
     /// Where a new run's `Math.random` seed comes from.
     pub entropy: Arc<dyn Entropy>,
+    /// The cap the journals of all this engine's live runs share (each run also has its own, `maxSnapshotBytes`).
+    pub journals: Arc<codemode_bridge::SharedBytes>,
 }
 
 /// The source of a new run's seed, behind a trait so tests can pin it.

@@ -6,10 +6,11 @@
 //! command is returned, so a checkpoint taken at any park replays to the same state.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 use codemode_bridge::{
-    BridgeMethod, BridgeRequest, ErrorCode, FailurePhase, Journal, OutputBudget, OutputItem, RequestDigest, Round,
-    Settlement, SettlementValue, WaitReason,
+    BridgeMethod, BridgeRequest, ByteCharge, ErrorCode, FailurePhase, Journal, OutputBudget, OutputItem, OverCap,
+    RequestDigest, Round, Settlement, SettlementValue, SharedBytes, WaitReason,
 };
 use codemode_snapshot::{Checkpoint, RunCounters};
 use codemode_vm::pool::Death;
@@ -136,7 +137,14 @@ pub struct RunSetup {
     pub restart_safe: bool,
     /// Whether the cell waits for its tool calls up to the deadline instead of parking before it.
     pub await_results: bool,
+    /// Bytes of JSON the run's journal may hold (`maxSnapshotBytes`): the run fails as it passes them.
+    pub max_journal_bytes: u64,
+    /// The cap the journals of all the engine's runs share, if any.
+    pub shared_journal: Option<Arc<SharedBytes>>,
 }
+
+/// Bytes a request's digest adds to the journal (a JSON number of up to 20 digits and its separator).
+const DIGEST_BYTES: u64 = 21;
 
 /// The state of one run between its events.
 #[derive(Debug)]
@@ -146,6 +154,8 @@ pub struct RunMachine {
     pub(crate) restart_safe: bool,
     await_results: bool,
     pub(crate) journal: Journal,
+    /// What the journal holds, charged against the run's cap and the engine's shared one as it grows.
+    journal_charge: ByteCharge,
     pub(crate) budget: OutputBudget,
     /// Output items the worker has emitted so far (delivered or pending delivery).
     pub(crate) emitted: usize,
@@ -185,6 +195,7 @@ impl RunMachine {
             restart_safe: setup.restart_safe,
             await_results: setup.await_results,
             journal,
+            journal_charge: ByteCharge::new(setup.max_journal_bytes, setup.shared_journal),
             budget: OutputBudget::new(setup.max_output_bytes),
             emitted: 0,
             new_output: Vec::new(),
@@ -207,13 +218,15 @@ impl RunMachine {
 
     /// A run rebuilt from its checkpoint, to be replayed in a fresh cell. Requests that were in flight are gone with
     /// the process that parked it: they settle as interrupted, except a pending yield, which the resume answers.
-    pub fn restore(checkpoint: &Checkpoint, limits: CellLimits) -> RunMachine {
+    /// `journal_charge` takes the restored journal's bytes; a journal past its caps fails the run when it begins.
+    pub fn restore(checkpoint: &Checkpoint, limits: CellLimits, journal_charge: ByteCharge) -> RunMachine {
         let mut machine = RunMachine {
             source: checkpoint.source.clone(),
             limits,
             restart_safe: checkpoint.restart_safe,
             await_results: false,
             journal: checkpoint.journal.clone(),
+            journal_charge,
             budget: checkpoint.output_budget.clone(),
             emitted: checkpoint.delivered_output,
             new_output: Vec::new(),
@@ -235,6 +248,10 @@ impl RunMachine {
         if let Some(y) = &checkpoint.yield_request {
             machine.ready.retain(|s| s.id != y.id);
             machine.yield_request = Some((y.id, y.reason.clone()));
+        }
+        let bytes = codemode_bridge::json_len(&machine.journal) as u64;
+        if let Err(over) = machine.journal_charge.add(bytes) {
+            machine.over_journal_cap(over);
         }
         machine
     }
@@ -317,6 +334,7 @@ impl RunMachine {
                 let (code, phase) = match death {
                     Death::Memory | Death::Stack => (ErrorCode::MemoryLimitExceeded, FailurePhase::Guest),
                     Death::Other(_) => (ErrorCode::InternalError, FailurePhase::Guest),
+                    Death::Oversized(_) => (ErrorCode::OutputLimitExceeded, FailurePhase::Bridge),
                     // The worker ended before running anything: the runtime, not the program, is at fault.
                     Death::Confinement(_) => (ErrorCode::RuntimeUnavailable, FailurePhase::Host),
                 };
@@ -380,7 +398,8 @@ impl RunMachine {
             WorkerMessage::Hello(_) | WorkerMessage::Ready => {}
             WorkerMessage::Output(item) => {
                 self.emitted += 1;
-                self.new_output.push(item);
+                // Budgeted as it arrives: past the budget, only its length is kept, for the truncation marker.
+                self.budget.admit_item(item, &mut self.new_output);
             }
             WorkerMessage::Failed { failure, message } => {
                 // The worker ended the cell itself and is building a fresh context: it can serve again.
@@ -401,6 +420,10 @@ impl RunMachine {
                         self.queue.push_back(Command::Cancel(id));
                     }
                     self.ready.retain(|s| s.id != id);
+                }
+                if let Err(over) = self.journal_charge.add(DIGEST_BYTES.saturating_mul(requests.len() as u64)) {
+                    self.over_journal_cap(over);
+                    return;
                 }
                 for request in requests {
                     let digest = request.digest();
@@ -451,6 +474,12 @@ impl RunMachine {
         }
         let clock_ms = i64::try_from(now_ms).unwrap_or(i64::MAX);
         let round = Round { clock_ms, settlements: std::mem::take(&mut self.ready) };
+        // The journal keeps every settlement delivered: a run whose replies would pass its cap (or the engine's
+        // shared one) fails now, before the host holds them any longer.
+        if let Err(over) = self.journal_charge.add(codemode_bridge::json_len(&round) as u64) {
+            self.over_journal_cap(over);
+            return;
+        }
         for settlement in &round.settlements {
             self.pending.remove(&settlement.id);
         }
@@ -459,6 +488,21 @@ impl RunMachine {
         self.quiescent = false;
         self.last_sent = Sent::Settle;
         self.queue.push_back(Command::Send(HostMessage::Settle(round)));
+    }
+
+    fn over_journal_cap(&mut self, over: OverCap) {
+        let message = match over {
+            OverCap::Run(bytes, max) => format!(
+                "code mode snapshot limit exceeded: the run's journal of tool replies would hold {bytes} bytes, over \
+                 maxSnapshotBytes ({max}). Ask tools for smaller results (filters, limits, pagination) or make fewer \
+                 calls per run."
+            ),
+            OverCap::Shared(bytes, max) => format!(
+                "code mode snapshot limit exceeded: the journals of this host's runs would hold {bytes} bytes, over \
+                 the host's shared cap ({max}). Ask tools for smaller results, or retry once other runs have ended."
+            ),
+        };
+        self.kill_and_fail(ErrorCode::SnapshotLimitExceeded, FailurePhase::Host, message);
     }
 
     fn kill_and_fail(&mut self, code: ErrorCode, phase: FailurePhase, message: String) {
