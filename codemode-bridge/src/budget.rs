@@ -99,11 +99,15 @@ pub struct OutputBudget {
     /// Whether output was already cut once (later output is dropped).
     pub exhausted: bool,
     /// Bytes of output dropped since the marker was admitted and not yet reported by a delivered marker.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub dropped: u64,
     /// Whether the marker was admitted and not delivered yet (it is then the last undelivered item).
     #[serde(skip)]
     marker_undelivered: bool,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl OutputBudget {
@@ -186,6 +190,16 @@ impl OutputBudget {
     }
 }
 
+/// The message of a reply refused because it would overflow the program's reply inbox (`inboxBytes` of encoded
+/// replies per run): `bytes` is the reply, `left` what the inbox still takes, `max` its size. The worker and the
+/// host both use it, so the journal holds the same refusal the program sees.
+pub fn inbox_overflow_message(bytes: u64, left: u64, max: u64) -> String {
+    format!(
+        "Code Mode program-data budget exceeded: this reply is {bytes} bytes and the program has {left} of {max} \
+         bytes left. Ask tools for smaller results (filters, limits, pagination)."
+    )
+}
+
 /// A byte cap shared by every run of one engine (one host or gateway): what their journals hold together.
 #[derive(Debug)]
 pub struct SharedBytes {
@@ -220,32 +234,45 @@ pub enum OverCap {
 }
 
 /// What one run holds against its own cap and the engine's shared one; dropping it gives the bytes back to the
-/// shared cap.
+/// shared cap. Some bytes may count against the shared cap only (those another cap of the run bounds already).
 #[derive(Debug)]
 pub struct ByteCharge {
     max: u64,
+    /// Bytes counted against the run's cap.
     held: u64,
+    /// Bytes counted against the shared cap (all the run holds).
+    total: u64,
     shared: Option<Arc<SharedBytes>>,
 }
 
 impl ByteCharge {
     /// A charge of nothing against `max` bytes for this run and, when given, the shared cap.
     pub fn new(max: u64, shared: Option<Arc<SharedBytes>>) -> ByteCharge {
-        ByteCharge { max, held: 0, shared }
+        ByteCharge { max, held: 0, total: 0, shared }
     }
 
-    /// Bytes this run holds.
+    /// Bytes this run holds against its own cap.
     pub fn held(&self) -> u64 {
         self.held
     }
 
-    /// Charges `bytes` more, unless that passes either cap (then nothing is charged).
+    /// Charges `bytes` more against both caps, unless that passes either (then nothing is charged).
     ///
     /// # Errors
     ///
     /// The cap it would pass, with the bytes that would be held.
     pub fn add(&mut self, bytes: u64) -> Result<(), OverCap> {
-        let held = self.held.saturating_add(bytes);
+        self.add_split(bytes, bytes)
+    }
+
+    /// Charges `total` bytes against the shared cap, of which `own` also count against the run's cap, unless that
+    /// passes either (then nothing is charged).
+    ///
+    /// # Errors
+    ///
+    /// The cap it would pass, with the bytes that would be held.
+    pub fn add_split(&mut self, own: u64, total: u64) -> Result<(), OverCap> {
+        let held = self.held.saturating_add(own);
         if held > self.max {
             return Err(OverCap::Run(held, self.max));
         }
@@ -254,11 +281,12 @@ impl ByteCharge {
             shared
                 .used
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |used| {
-                    used.checked_add(bytes).filter(|total| *total <= max)
+                    used.checked_add(total).filter(|sum| *sum <= max)
                 })
-                .map_err(|used| OverCap::Shared(used.saturating_add(bytes), max))?;
+                .map_err(|used| OverCap::Shared(used.saturating_add(total), max))?;
         }
         self.held = held;
+        self.total = self.total.saturating_add(total);
         Ok(())
     }
 }
@@ -266,7 +294,7 @@ impl ByteCharge {
 impl Drop for ByteCharge {
     fn drop(&mut self) {
         if let Some(shared) = &self.shared {
-            shared.used.fetch_sub(self.held, Ordering::Relaxed);
+            shared.used.fetch_sub(self.total, Ordering::Relaxed);
         }
     }
 }

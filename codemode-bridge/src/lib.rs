@@ -12,7 +12,7 @@ mod request;
 mod result;
 
 pub use budget::{
-    ByteCharge, OutputBudget, OverCap, SharedBytes, TRUNCATION_GUIDANCE, json_len, truncate_error, truncate_value,
+    ByteCharge, OutputBudget, OverCap, SharedBytes, TRUNCATION_GUIDANCE, inbox_overflow_message, json_len, truncate_error, truncate_value,
     truncation_marker, utf8_prefix,
 };
 pub use call::{

@@ -137,7 +137,8 @@ pub struct RunSetup {
     pub restart_safe: bool,
     /// Whether the cell waits for its tool calls up to the deadline instead of parking before it.
     pub await_results: bool,
-    /// Bytes of JSON the run's journal may hold (`maxSnapshotBytes`): the run fails as it passes them.
+    /// Bytes of JSON the run's journal may hold besides its successful replies (which the inbox bounds, at
+    /// `limits.inbox_bytes`): `maxSnapshotBytes`. The run fails as it passes them.
     pub max_journal_bytes: u64,
     /// The cap the journals of all the engine's runs share, if any.
     pub shared_journal: Option<Arc<SharedBytes>>,
@@ -156,6 +157,8 @@ pub struct RunMachine {
     pub(crate) journal: Journal,
     /// What the journal holds, charged against the run's cap and the engine's shared one as it grows.
     journal_charge: ByteCharge,
+    /// Bytes of successful replies delivered so far, against the program's inbox (`limits.inbox_bytes`).
+    inbox_used: u64,
     pub(crate) budget: OutputBudget,
     /// Output items the worker has emitted so far (delivered or pending delivery).
     pub(crate) emitted: usize,
@@ -196,6 +199,7 @@ impl RunMachine {
             await_results: setup.await_results,
             journal,
             journal_charge: ByteCharge::new(setup.max_journal_bytes, setup.shared_journal),
+            inbox_used: 0,
             budget: OutputBudget::new(setup.max_output_bytes),
             emitted: 0,
             new_output: Vec::new(),
@@ -227,6 +231,7 @@ impl RunMachine {
             await_results: false,
             journal: checkpoint.journal.clone(),
             journal_charge,
+            inbox_used: 0,
             budget: checkpoint.output_budget.clone(),
             emitted: checkpoint.delivered_output,
             new_output: Vec::new(),
@@ -249,8 +254,15 @@ impl RunMachine {
             machine.ready.retain(|s| s.id != y.id);
             machine.yield_request = Some((y.id, y.reason.clone()));
         }
+        for round in &checkpoint.journal.rounds {
+            for settlement in &round.settlements {
+                if let SettlementValue::Ok { value } = &settlement.value {
+                    machine.inbox_used += codemode_bridge::json_len(value) as u64;
+                }
+            }
+        }
         let bytes = codemode_bridge::json_len(&machine.journal) as u64;
-        if let Err(over) = machine.journal_charge.add(bytes) {
+        if let Err(over) = machine.journal_charge.add_split(bytes.saturating_sub(machine.inbox_used), bytes) {
             machine.over_journal_cap(over);
         }
         machine
@@ -473,10 +485,16 @@ impl RunMachine {
             return;
         }
         let clock_ms = i64::try_from(now_ms).unwrap_or(i64::MAX);
-        let round = Round { clock_ms, settlements: std::mem::take(&mut self.ready) };
-        // The journal keeps every settlement delivered: a run whose replies would pass its cap (or the engine's
-        // shared one) fails now, before the host holds them any longer.
-        if let Err(over) = self.journal_charge.add(codemode_bridge::json_len(&round) as u64) {
+        let mut round = Round { clock_ms, settlements: std::mem::take(&mut self.ready) };
+        let mut replies = 0;
+        for settlement in &mut round.settlements {
+            replies += self.admit_reply(settlement);
+        }
+        // The journal keeps every settlement delivered. Successful replies are bounded by the inbox already; the
+        // rest (errors, framing) counts against the run's cap, and everything against the engine's shared cap. A
+        // run that would pass either fails now, before the host holds any more.
+        let total = codemode_bridge::json_len(&round) as u64;
+        if let Err(over) = self.journal_charge.add_split(total.saturating_sub(replies), total) {
             self.over_journal_cap(over);
             return;
         }
@@ -490,12 +508,29 @@ impl RunMachine {
         self.queue.push_back(Command::Send(HostMessage::Settle(round)));
     }
 
+    /// Counts a successful reply against the program's inbox as the worker does; one that would overflow it
+    /// becomes the same catchable error the worker would make of it, so the journal never holds the refused reply.
+    /// Returns the bytes of the reply it admitted (0 for an error or a refused reply).
+    fn admit_reply(&mut self, settlement: &mut Settlement) -> u64 {
+        let SettlementValue::Ok { value } = &settlement.value else { return 0 };
+        let bytes = codemode_bridge::json_len(value) as u64;
+        let max = self.limits.inbox_bytes;
+        if self.inbox_used.saturating_add(bytes) > max {
+            let message = codemode_bridge::inbox_overflow_message(bytes, max.saturating_sub(self.inbox_used), max);
+            settlement.value = SettlementValue::err(codemode_bridge::BridgeErrorCode::InvalidInput, message);
+            0
+        } else {
+            self.inbox_used += bytes;
+            bytes
+        }
+    }
+
     fn over_journal_cap(&mut self, over: OverCap) {
         let message = match over {
             OverCap::Run(bytes, max) => format!(
-                "code mode snapshot limit exceeded: the run's journal of tool replies would hold {bytes} bytes, over \
-                 maxSnapshotBytes ({max}). Ask tools for smaller results (filters, limits, pagination) or make fewer \
-                 calls per run."
+                "code mode snapshot limit exceeded: the run's journal of tool errors and calls would hold {bytes} \
+                 bytes besides its replies, over maxSnapshotBytes ({max}). Make fewer calls per run, and stop \
+                 retrying calls that keep failing."
             ),
             OverCap::Shared(bytes, max) => format!(
                 "code mode snapshot limit exceeded: the journals of this host's runs would hold {bytes} bytes, over \

