@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use codemode_bridge::{
-    BridgeErrorCode, BridgeMethod, ByteCharge, CodeModeResult, Completed, ErrorCode, Failed, FailurePhase, PendingToolCall,
-    Settlement, SettlementValue, WaitReason, Waiting,
+    BridgeErrorCode, BridgeMethod, ByteCharge, CodeModeResult, Completed, ErrorCode, Failed, FailurePhase,
+    PendingToolCall, Settlement, SettlementValue, WaitReason, Waiting,
 };
 use codemode_snapshot::{Checkpoint, PendingRequest, RunCounters, RunOwner, Slot, StoreError, YieldRequest};
 use codemode_telemetry::Telemetry;

@@ -258,9 +258,7 @@ impl CodeModeBuilder {
             results: codemode_run::ResultStore::default(),
             clock: Arc::new(SystemClock),
             entropy: Arc::new(codemode_run::OsEntropy),
-            journals: codemode_bridge::SharedBytes::new(
-                self.host_journal_bytes.unwrap_or(DEFAULT_HOST_JOURNAL_BYTES),
-            ),
+            journals: codemode_bridge::SharedBytes::new(self.host_journal_bytes.unwrap_or(DEFAULT_HOST_JOURNAL_BYTES)),
         });
         codemode_run::start_sweeper(&inner, self.live_window.unwrap_or(DEFAULT_LIVE_WINDOW));
         Ok(CodeMode { inner })

@@ -5,5 +5,6 @@ mod corpus;
 mod embed;
 mod exec;
 mod harness;
+mod memory;
 mod support;
 mod wait;
