@@ -48,27 +48,74 @@ pub fn json_len(value: &impl serde::Serialize) -> usize {
 /// `value` if its compact JSON fits `max` bytes, else the truncation marker (which itself fits `max` when
 /// `max` is at least a few hundred bytes).
 pub fn truncate_value(value: Value, max: usize) -> Value {
-    let encoded = serde_json::to_string(&value).expect("JSON values always serialize");
-    if encoded.len() <= max {
-        return value;
-    }
-    truncation_marker(&encoded, max)
+    bound_value(value, max)
 }
 
 /// The truncation marker for an already-encoded JSON text that does not fit `max` bytes.
 pub fn truncation_marker(encoded: &str, max: usize) -> Value {
+    marker(encoded, encoded.len(), max)
+}
+
+/// `value` if its compact JSON fits `max` bytes, else the truncation marker; in one pass over the value that
+/// keeps at most `max` bytes of its text, so a huge value is never encoded whole.
+pub fn bound_value(value: Value, max: usize) -> Value {
+    match encoded_head(&value, max) {
+        None => value,
+        Some((head, total)) => marker(&head, total, max),
+    }
+}
+
+/// `None` when `value`'s compact JSON fits `max` bytes; else its first `max` bytes (cut back to a character
+/// boundary) and its whole length, counted without keeping the rest.
+pub fn encoded_head(value: &impl serde::Serialize, max: usize) -> Option<(String, usize)> {
+    struct Head {
+        kept: Vec<u8>,
+        max: usize,
+        total: usize,
+    }
+    impl std::io::Write for Head {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            let room = self.max.saturating_sub(self.kept.len()).min(bytes.len());
+            self.kept.extend_from_slice(&bytes[..room]);
+            self.total += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut head = Head { kept: Vec::new(), max, total: 0 };
+    // Writing to memory cannot fail; a value that cannot serialize (never a JSON value) keeps what it wrote.
+    let _ = serde_json::to_writer(&mut head, value);
+    if head.total <= max {
+        return None;
+    }
+    let text = match String::from_utf8(head.kept) {
+        Ok(text) => text,
+        Err(e) => {
+            let valid = e.utf8_error().valid_up_to();
+            let mut bytes = e.into_bytes();
+            bytes.truncate(valid);
+            String::from_utf8(bytes).unwrap_or_default()
+        }
+    };
+    Some((text, head.total))
+}
+
+/// The marker for a JSON text of `total` bytes that starts with `head` (at least the marker's prefix room).
+fn marker(head: &str, total: usize, max: usize) -> Value {
     // The marker without a prefix costs about 130 bytes; the prefix gets what is left, and since it is embedded as
     // a JSON string, escapes can grow it, so shrink until the whole marker fits.
     let mut room = max.saturating_sub(160);
     loop {
-        let prefix = utf8_prefix(encoded, room);
+        let prefix = utf8_prefix(head, room);
         let m = json!({
             "truncated": true,
-            "omittedBytes": encoded.len() - prefix.len(),
+            "omittedBytes": total - prefix.len(),
             "guidance": TRUNCATION_GUIDANCE,
             "prefix": prefix,
         });
-        if room == 0 || serde_json::to_string(&m).map(|s| s.len()).unwrap_or(usize::MAX) <= max {
+        if room == 0 || json_len(&m) <= max {
             return m;
         }
         room = room * 3 / 4;
@@ -140,9 +187,10 @@ impl OutputBudget {
             self.used += len;
             into.push(item);
         } else {
-            let encoded = serde_json::to_string(&item).expect("output items always serialize");
+            let room = share.max(200);
+            let (head, total) = encoded_head(&item, room).unwrap_or_else(|| (String::new(), len));
             drop(item);
-            let value = truncation_marker(&encoded, share.max(200));
+            let value = marker(&head, total, room);
             self.used += crate::json_len(&value);
             into.push(OutputItem::Json { value });
             self.exhausted = true;

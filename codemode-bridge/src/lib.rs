@@ -12,8 +12,8 @@ mod request;
 mod result;
 
 pub use budget::{
-    ByteCharge, OutputBudget, OverCap, SharedBytes, TRUNCATION_GUIDANCE, inbox_overflow_message, json_len,
-    truncate_error, truncate_value, truncation_marker, utf8_prefix,
+    ByteCharge, OutputBudget, OverCap, SharedBytes, TRUNCATION_GUIDANCE, bound_value, encoded_head,
+    inbox_overflow_message, json_len, truncate_error, truncate_value, truncation_marker, utf8_prefix,
 };
 pub use call::{
     ApiArgs, BridgeCall, CallValueArgs, DescribeArgs, LoadArgs, MalformedRequest, NamespaceArgs, NamespaceTarget,

@@ -247,14 +247,9 @@ fn to_json(value: impl serde::Serialize) -> Value {
 
 /// A nested tool result bounded by `maxOutputBytes` (seed 001, "Output budget"): kept whole when its JSON fits,
 /// else the truncation marker (`truncated`, `omittedBytes`, `guidance`, a UTF-8-safe `prefix`), which the program
-/// receives as a successful partial result. Counted without building the text unless it is cut.
+/// receives as a successful partial result. One pass over the value, keeping at most `max` bytes of its text.
 fn bounded(value: Value, max: usize) -> SettlementValue {
-    if codemode_bridge::json_len(&value) <= max {
-        return ok(value);
-    }
-    let encoded = serde_json::to_string(&value).expect("JSON values always serialize");
-    drop(value);
-    ok(codemode_bridge::truncation_marker(&encoded, max))
+    ok(codemode_bridge::bound_value(value, max))
 }
 
 fn unknown_tool(tool: &str) -> String {

@@ -385,7 +385,7 @@ fn complete(inner: &Inner, run: &mut LiveRun, value: Value) -> CodeModeResult {
     let machine = &mut run.machine;
     let output = machine.budget.deliver(std::mem::take(&mut machine.new_output));
     // An oversized object or array is kept host-side for a later `results.load(id)` instead of being cut.
-    let bytes = value.to_string().len();
+    let bytes = codemode_bridge::json_len(&value);
     let room = machine.budget.max.saturating_sub(machine.budget.used);
     let value = if bytes > room && !machine.restart_safe && (value.is_object() || value.is_array()) {
         let session = run.owner.session_id.as_deref().unwrap_or("default");
