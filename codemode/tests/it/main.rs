@@ -5,6 +5,7 @@ mod corpus;
 mod embed;
 mod exec;
 mod harness;
+mod host_integration;
 mod memory;
 mod support;
 mod wait;
