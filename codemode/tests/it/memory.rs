@@ -58,6 +58,8 @@ fn flood_child() {
         let peak = status_bytes("VmHWM");
         let summary = serde_json::to_string(&json!({
             "status": result.status(),
+            "code": result.as_failed().map(|f| f.code.as_str()),
+            "error": result.as_failed().map(|f| f.error.chars().take(160).collect::<String>()),
             "outputItems": result.output().len(),
         }))
         .unwrap();
