@@ -209,3 +209,19 @@ async fn replies_past_the_inbox_fail_the_call_and_the_run_goes_on() {
         "{v}"
     );
 }
+
+#[tokio::test]
+async fn a_value_encoded_once_replays_to_the_same_value() {
+    // The getter's call is still running when the run parks; the resume replays the cell in a fresh worker, which
+    // encodes the value at the same point, makes the same request and gets its settlement.
+    let (engine, host) = engine_with(Limits { timeout_ms: 1_000, ..Limits::default() }, true);
+    let r = exec(&engine, "let n = 0; return { get x() { slow({ ms: 1200 }); return ++n } }").await;
+    let codemode::CodeModeResult::Waiting(waiting) = &r else { panic!("expected waiting, got {r:?}") };
+    let r = crate::support::wait(&engine, &waiting.run_id).await;
+    let r = match &r {
+        codemode::CodeModeResult::Waiting(w) => crate::support::wait(&engine, &w.run_id).await,
+        _ => r,
+    };
+    assert_eq!(value(&r), json!({ "x": 1 }));
+    assert_eq!(host.calls.load(Ordering::SeqCst), 1, "the getter's call ran once, and replay did not repeat it");
+}
