@@ -18,7 +18,7 @@ use codemode_snapshot::{Clock, RunStore, SessionStore};
 use codemode_vm::pool::WorkerPool;
 
 pub use results::ResultStore;
-pub use run::{Cell, LiveRun, abort, cancelled, exec, input_failure, start_sweeper, wait};
+pub use run::{Cell, LiveRun, Waits, abort, cancelled, exec, input_failure, start_sweeper, wait};
 
 /// Who is calling: runs are scoped to their session and agent run.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -55,6 +55,8 @@ pub struct Inner {
     pub clock: Arc<dyn Clock>,
     /// Where a new run's `Math.random` seed comes from.
     pub entropy: Arc<dyn Entropy>,
+    /// The waits in progress, which `abort` stops.
+    pub waits: Waits,
 }
 
 /// The source of a new run's seed, behind a trait so tests can pin it.

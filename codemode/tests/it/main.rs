@@ -5,5 +5,6 @@ mod corpus;
 mod embed;
 mod exec;
 mod harness;
+mod lifecycle;
 mod support;
 mod wait;
