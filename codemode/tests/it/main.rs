@@ -5,6 +5,7 @@ mod corpus;
 mod embed;
 mod exec;
 mod harness;
+mod host_integration;
 mod lifecycle;
 mod support;
 mod wait;
