@@ -19,7 +19,7 @@ use codemode_snapshot::{Clock, RunStore, SessionStore};
 use codemode_vm::pool::WorkerPool;
 
 pub use results::ResultStore;
-pub use run::{Cell, LiveRun, abort, cancelled, exec, input_failure, start_sweeper, wait};
+pub use run::{Cell, LiveRun, Waits, abort, cancelled, exec, input_failure, start_sweeper, wait};
 pub use scope::{CatalogScope, CatalogScopes, MAX_SCOPES};
 
 /// Who is calling: runs are scoped to their session and agent run.
@@ -61,6 +61,8 @@ pub struct Inner {
     pub scopes: CatalogScopes,
     /// Receives the progress the tool host reports for nested calls, if the embedder set it.
     pub progress: Option<ProgressHook>,
+    /// The waits in progress, which `abort` stops.
+    pub waits: Waits,
     /// The cap the journals of all this engine's live runs share (each run also has its own, `maxSnapshotBytes`).
     pub journals: Arc<codemode_bridge::SharedBytes>,
 }

@@ -9,8 +9,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use codemode_bridge::{
-    BridgeMethod, BridgeRequest, ByteCharge, ErrorCode, ErrorKind, FailurePhase, Journal, OutputBudget, OutputItem,
-    OverCap, RequestDigest, Round, Settlement, SettlementValue, SharedBytes, WaitReason,
+    BridgeCall, BridgeMethod, BridgeRequest, ByteCharge, ErrorCode, ErrorKind, FailurePhase, Journal, OutputBudget,
+    OutputItem, OverCap, RequestDigest, Round, Settlement, SettlementValue, SharedBytes, SleepArgs, WaitReason,
 };
 use codemode_snapshot::Checkpoint;
 use codemode_vm::pool::Death;
@@ -35,7 +35,8 @@ pub enum Command {
     },
     /// Gather settled host work with [`Event::Settled`], then report [`Event::Collected`]. Without `until_ms`, take
     /// only what has finished already; with it, wait until something finishes or `until_ms` passes, and keep
-    /// waiting while `drain` holds and work is still in flight.
+    /// waiting while `drain` holds and work is still in flight. `until_ms` is [`NO_PARK`] for a cell that awaits
+    /// its results: it waits as long as the host work takes.
     Collect {
         /// How long to wait for a first settlement (epoch ms), or `None` to wait for nothing.
         until_ms: Option<u64>,
@@ -90,6 +91,8 @@ pub enum Event {
     Settled(Settlement),
     /// A [`Command::Collect`] is over.
     Collected {
+        /// The clock when it began (epoch ms): a cell that awaits its results is not charged the time between.
+        since_ms: u64,
         /// The clock when it ended (epoch ms): the park check and the delivery round read it.
         now_ms: u64,
         /// Whether `until_ms` passed.
@@ -119,6 +122,9 @@ enum Sent {
     Start,
     Settle,
 }
+
+/// The park time of a cell that awaits its results: it never parks, and its collects wait without a time limit.
+pub const NO_PARK: u64 = u64::MAX;
 
 /// How a new run starts.
 #[derive(Clone, Debug)]
@@ -174,12 +180,29 @@ pub struct RunMachine {
     /// Settlements to deliver at the next quiescent point, in the order they settled.
     pub(crate) ready: Vec<Settlement>,
     pub(crate) yield_request: Option<(u32, Option<String>)>,
+    /// Timers (`sleep` requests) not delivered yet: when each is due on the guest's virtual clock (epoch ms).
+    timers: BTreeMap<u32, u64>,
+    /// Timers of a restored run, to be started again for the delay they had left: id, due time, digest.
+    restored_timers: Vec<(u32, u64, u64)>,
     outcome: Option<GuestOutcome>,
     phase: Phase,
     last_sent: Sent,
     deadline_ms: u64,
     park_at_ms: u64,
     queue: VecDeque<Command>,
+}
+
+/// Which failure a worker's death is. The host's own limits keep their meaning (memory or stack: the program
+/// passed a limit); every other end the host did not cause (a crash, a signal the host did not send, a confinement
+/// exit) is the runtime's fault, not the program's: `runtime_unavailable`. The host's deadline kill never reaches
+/// here: it is [`Event::Timeout`].
+pub fn death_kind(death: &Death) -> (ErrorKind, FailurePhase) {
+    match death {
+        Death::Memory | Death::Stack => (ErrorKind::MemoryLimitExceeded, FailurePhase::Guest),
+        Death::Other(_) | Death::Confinement(_) => (ErrorKind::RuntimeUnavailable, FailurePhase::Host),
+        // The host stopped reading a message over its cap and killed the worker.
+        Death::Oversized(_) => (ErrorKind::OutputLimitExceeded, FailurePhase::Bridge),
+    }
 }
 
 impl RunMachine {
@@ -209,6 +232,8 @@ impl RunMachine {
             pending: BTreeMap::new(),
             ready: Vec::new(),
             yield_request: None,
+            timers: BTreeMap::new(),
+            restored_timers: Vec::new(),
             outcome: None,
             phase: Phase::Start,
             last_sent: Sent::Start,
@@ -240,6 +265,8 @@ impl RunMachine {
             pending: BTreeMap::new(),
             ready: codemode_snapshot::interrupted_settlements(checkpoint),
             yield_request: None,
+            timers: BTreeMap::new(),
+            restored_timers: Vec::new(),
             outcome: None,
             phase: Phase::Start,
             last_sent: Sent::Start,
@@ -250,6 +277,14 @@ impl RunMachine {
         if let Some(y) = &checkpoint.yield_request {
             machine.ready.retain(|s| s.id != y.id);
             machine.yield_request = Some((y.id, y.reason.clone()));
+        }
+        // A pending timer is host work that needs no tool: it runs again, for the delay it had left.
+        for p in &checkpoint.pending {
+            if let (Some(due), Some(BridgeMethod::Sleep)) = (p.due_ms, p.bridge_method()) {
+                machine.pending.insert(p.id, (BridgeMethod::Sleep, p.args_digest));
+                machine.timers.insert(p.id, due);
+                machine.restored_timers.push((p.id, due, p.args_digest));
+            }
         }
         for round in &checkpoint.journal.rounds {
             for settlement in &round.settlements {
@@ -270,7 +305,11 @@ impl RunMachine {
     pub fn begin(&mut self, now_ms: u64, timeout_ms: u64) {
         self.deadline_ms = now_ms.saturating_add(timeout_ms);
         let margin = 250.min(timeout_ms / 2);
-        self.park_at_ms = if self.await_results { self.deadline_ms } else { self.deadline_ms - margin };
+        self.park_at_ms = if self.await_results { NO_PARK } else { self.deadline_ms - margin };
+        for (id, due, digest) in std::mem::take(&mut self.restored_timers) {
+            let call = BridgeCall::Sleep(SleepArgs { ms: due.saturating_sub(now_ms) });
+            self.queue.push_back(Command::Dispatch(BridgeRequest { id, call }, RequestDigest(digest)));
+        }
         // A yield is answered by the wait that resumes it.
         if let Some((id, reason)) = self.yield_request.take() {
             self.ready.push(Settlement {
@@ -316,6 +355,16 @@ impl RunMachine {
             }
             Phase::Running => Some(Command::Recv { deadline_ms: self.deadline_ms }),
             Phase::Quiescent => {
+                if self.await_results && self.yield_request.is_some() {
+                    self.kill_and_fail(
+                        ErrorCode::InvalidInput,
+                        FailurePhase::Guest,
+                        "yield_control cannot park a cell run with awaitResults: true, which returns only when its \
+                         program completes or fails; run it without awaitResults to yield and resume with wait"
+                            .into(),
+                    );
+                    return self.queue.pop_front();
+                }
                 if self.ready.is_empty() && self.yield_request.is_some() {
                     self.phase = Phase::Stopped;
                     return Some(Command::Park(WaitReason::Yield));
@@ -340,14 +389,8 @@ impl RunMachine {
         match event {
             Event::Worker(message) => self.on_message(message),
             Event::Died(death) => {
-                let (code, phase) = match death {
-                    Death::Memory | Death::Stack => (ErrorKind::MemoryLimitExceeded, FailurePhase::Guest),
-                    Death::Other(_) => (ErrorKind::InternalError, FailurePhase::Guest),
-                    Death::Oversized(_) => (ErrorKind::OutputLimitExceeded, FailurePhase::Bridge),
-                    // The worker ended before running anything: the runtime, not the program, is at fault.
-                    Death::Confinement(_) => (ErrorKind::RuntimeUnavailable, FailurePhase::Host),
-                };
-                self.kill_and_fail(code, phase, death.message());
+                let (kind, phase) = death_kind(&death);
+                self.kill_and_fail(kind, phase, death.message());
             }
             Event::Timeout => {
                 self.kill_and_fail(ErrorCode::Timeout, FailurePhase::Guest, "code mode timeout exceeded".into());
@@ -368,7 +411,13 @@ impl RunMachine {
                     self.ready.push(settlement);
                 }
             }
-            Event::Collected { now_ms, timed_out, idle } => self.on_collected(now_ms, timed_out, idle),
+            Event::Collected { since_ms, now_ms, timed_out, idle } => {
+                if self.await_results {
+                    // Waiting on host work off the VM is not charged to the execution allowance.
+                    self.deadline_ms = self.deadline_ms.saturating_add(now_ms.saturating_sub(since_ms));
+                }
+                self.on_collected(now_ms, timed_out, idle);
+            }
         }
     }
 
@@ -394,6 +443,11 @@ impl RunMachine {
     /// The pending requests' `(id, method, digest)`, for a checkpoint.
     pub fn pending(&self) -> impl Iterator<Item = (u32, BridgeMethod, u64)> + '_ {
         self.pending.iter().map(|(id, (method, digest))| (*id, *method, *digest))
+    }
+
+    /// When pending timer `id` is due on the guest's virtual clock (epoch ms); `None` for any other request.
+    pub fn timer_due(&self, id: u32) -> Option<u64> {
+        self.timers.get(&id).copied()
     }
 
     /// The run's journal.
@@ -426,6 +480,7 @@ impl RunMachine {
                 self.quiescent = true;
                 self.phase = Phase::Quiescent;
                 for id in canceled {
+                    self.timers.remove(&id);
                     if self.pending.remove(&id).is_some() {
                         self.queue.push_back(Command::Cancel(id));
                     }
@@ -437,6 +492,12 @@ impl RunMachine {
                 }
                 for request in requests {
                     let digest = request.digest();
+                    if let BridgeCall::Sleep(SleepArgs { ms }) = &request.call {
+                        // The guest's virtual clock reads the last round's clock (or the start) until the next one.
+                        let clock = self.journal.rounds.last().map_or(self.journal.start_clock_ms, |r| r.clock_ms);
+                        let clock = u64::try_from(clock).unwrap_or(0);
+                        self.timers.insert(request.id, clock.saturating_add(*ms));
+                    }
                     self.journal.requests.push(digest);
                     self.queue.push_back(Command::Dispatch(request, digest));
                 }
@@ -498,6 +559,7 @@ impl RunMachine {
         }
         for settlement in &round.settlements {
             self.pending.remove(&settlement.id);
+            self.timers.remove(&settlement.id);
         }
         self.journal.rounds.push(round.clone());
         self.phase = Phase::Running;

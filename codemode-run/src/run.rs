@@ -5,8 +5,8 @@
 //! Invariant: time reaches the run only through the engine's [`Clock`](codemode_snapshot::Clock) and a new run's
 //! seed only through its [`Entropy`]; output handed to the caller is counted so a resumed run never delivers it twice.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use codemode_bridge::{
@@ -18,9 +18,10 @@ use codemode_telemetry::Telemetry;
 use codemode_vm::pool::{Death, WorkerProcess};
 use codemode_vm::protocol::{CellLimits, HostMessage, WorkerMessage};
 use serde_json::Value;
+use tokio::sync::oneshot;
 use tokio::task::{AbortHandle, JoinSet};
 
-use crate::machine::{Command, Ending, Event, RunMachine, RunSetup};
+use crate::machine::{Command, Ending, Event, NO_PARK, RunMachine, RunSetup};
 use crate::scope::CatalogScope;
 use crate::{ExecInput, Inner, RunScope};
 
@@ -147,10 +148,6 @@ pub async fn exec(inner: Arc<Inner>, input: ExecInput, scope: RunScope) -> CodeM
         Ok(prepared) => prepared,
         Err(e) => return input_failure(&inner, &scope, e.message),
     };
-    let slot = match inner.runs.reserve() {
-        Ok(slot) => slot,
-        Err(e) => return store_failure(&inner, &scope, &e),
-    };
     let worker = match inner.pool.checkout() {
         Ok(mut worker) => {
             worker.set_max_message_bytes(message_cap(&cell_limits(&inner)));
@@ -187,12 +184,14 @@ pub async fn exec(inner: Arc<Inner>, input: ExecInput, scope: RunScope) -> CodeM
         in_flight: JoinSet::new(),
         handles: BTreeMap::new(),
     };
-    finish(inner, run, slot).await
+    // The run takes a place under the cap of suspended runs only when it first dispatches host work.
+    finish(inner, run, None).await
 }
 
-/// Drives the run until it ends or parks, then returns the result (parking it in the store if needed).
-async fn finish(inner: Arc<Inner>, mut run: LiveRun, slot: Slot<LiveRun>) -> CodeModeResult {
-    match drive(&inner, &mut run).await {
+/// Drives the run until it ends or parks, then returns the result (parking it in the store if needed). `slot` is
+/// the run's place under the cap: a resumed run's, or `None` until the run first dispatches host work.
+async fn finish(inner: Arc<Inner>, mut run: LiveRun, mut slot: Option<Slot<LiveRun>>) -> CodeModeResult {
+    match drive(&inner, &mut run, &mut slot).await {
         Stop::Done(result) => {
             drop(slot);
             release_worker(&inner, &mut run);
@@ -218,7 +217,14 @@ impl LiveRun {
     }
 }
 
-async fn park(inner: Arc<Inner>, mut run: LiveRun, slot: Slot<LiveRun>, reason: WaitReason) -> CodeModeResult {
+async fn park(inner: Arc<Inner>, mut run: LiveRun, slot: Option<Slot<LiveRun>>, reason: WaitReason) -> CodeModeResult {
+    let Some(slot) = slot else {
+        // Only dispatched host work (a tool call, a timer, a yield) parks a run, and the first dispatch reserved.
+        let message = "code mode run parked without a place among the suspended runs".to_owned();
+        let result = fail(&inner, &mut run, ErrorCode::InternalError, FailurePhase::Host, message);
+        release_worker(&inner, &mut run);
+        return result;
+    };
     let machine = &mut run.machine;
     let mut checkpoint = Checkpoint::new(
         run.run_id.clone(),
@@ -235,7 +241,12 @@ async fn park(inner: Arc<Inner>, mut run: LiveRun, slot: Slot<LiveRun>, reason: 
     checkpoint.counter_scope = run.scope.id().to_owned();
     checkpoint.pending = machine
         .pending()
-        .map(|(id, method, digest)| PendingRequest { id, method: method.as_str().to_owned(), args_digest: digest })
+        .map(|(id, method, digest)| PendingRequest {
+            id,
+            method: method.as_str().to_owned(),
+            args_digest: digest,
+            due_ms: machine.timer_due(id),
+        })
         .collect();
     checkpoint.yield_request =
         machine.yield_request.as_ref().map(|(id, reason)| YieldRequest { id: *id, reason: reason.clone() });
@@ -303,11 +314,22 @@ pub fn start_sweeper(inner: &Arc<Inner>, live_window: Duration) {
 }
 
 /// `wait`: resumes a parked run, live when its worker is still attached, by replay otherwise.
+///
+/// A wait that cannot resume the run (another scope, another catalog) leaves it parked. Dropping the returned future
+/// cancels the run: its worker is killed, its host work cancelled and the run released, so its id then fails as
+/// unavailable. An [`abort`] of the run while it waits ends the wait with `aborted` and the run's final telemetry.
 pub async fn wait(inner: Arc<Inner>, run_id: &str, scope: RunScope) -> CodeModeResult {
-    let resumed = match inner.runs.begin_resume(run_id, &owner_of(&scope)) {
+    let tools_digest = inner.tools_digest.clone();
+    let resumable = |checkpoint: &Checkpoint| {
+        // Tools are never re-executed by replay, but a changed catalog would give the program other tools.
+        if checkpoint.tools_digest == tools_digest { Ok(()) } else { Err(StoreError::DifferentCatalog) }
+    };
+    let resumed = match inner.runs.begin_resume_if(run_id, &owner_of(&scope), resumable) {
         Ok(resumed) => resumed,
         Err(e) => return store_failure(&inner, &scope, &e),
     };
+    let (abort_tx, mut aborted) = oneshot::channel();
+    let _registered = inner.waits.register(run_id, abort_tx);
     let now_ms = inner.clock.now_ms();
     let checkpoint = resumed.checkpoint;
     let mut run = match resumed.live {
@@ -316,7 +338,7 @@ pub async fn wait(inner: Arc<Inner>, run_id: &str, scope: RunScope) -> CodeModeR
             // Parked by another process (or this one before a restart): rebuild from the checkpoint. Requests that
             // were in flight are gone with that process; the program learns they were interrupted.
             let restored = Some((checkpoint.counter_scope.as_str(), checkpoint.counters));
-            let run = LiveRun {
+            LiveRun {
                 run_id: checkpoint.run_id.clone(),
                 owner: checkpoint.owner.clone(),
                 scope: inner.scopes.get(&checkpoint.owner, &inner.catalog, restored),
@@ -328,18 +350,12 @@ pub async fn wait(inner: Arc<Inner>, run_id: &str, scope: RunScope) -> CodeModeR
                 worker: None,
                 in_flight: JoinSet::new(),
                 handles: BTreeMap::new(),
-            };
-            if checkpoint.tools_digest != inner.tools_digest {
-                return CodeModeResult::failed(
-                    ErrorCode::RuntimeUnavailable,
-                    FailurePhase::Host,
-                    "code mode run was started with a different tool catalog and cannot be resumed here.",
-                    telemetry(&inner, &run.scope),
-                );
             }
-            run
         }
     };
+    if inner.runs.aborted(&resumed.guard) {
+        return aborted_during_wait(&inner, run, None);
+    }
     run.machine.begin(now_ms, inner.limits.timeout_ms);
     if run.worker.is_none() {
         match inner.pool.checkout() {
@@ -353,31 +369,101 @@ pub async fn wait(inner: Arc<Inner>, run_id: &str, scope: RunScope) -> CodeModeR
         }
         run.machine.detach_cell();
     }
-    finish(inner, run, resumed.guard).await
+    let mut slot = Some(resumed.guard);
+    let stop = tokio::select! {
+        stop = drive(&inner, &mut run, &mut slot) => stop,
+        Ok(reply) = &mut aborted => return aborted_during_wait(&inner, run, Some(reply)),
+    };
+    match stop {
+        Stop::Done(result) => {
+            drop(slot);
+            release_worker(&inner, &mut run);
+            result
+        }
+        Stop::Park(reason) => park(inner.clone(), run, slot, reason).await,
+    }
 }
 
-/// `abort`: cancels pending host work and drops the run.
-/// Reports the totals of the run's own catalog scope when the run was live here, of the unowned scope otherwise.
+/// Ends a wait whose run was aborted: kills its worker, cancels its host work and hands the final telemetry to the
+/// [`abort`] that asked (the run's slot is freed as the caller drops it).
+fn aborted_during_wait(inner: &Inner, mut run: LiveRun, reply: Option<oneshot::Sender<Telemetry>>) -> CodeModeResult {
+    run.in_flight.abort_all();
+    if run.worker.take().is_some() {
+        inner.pool.replenish();
+    }
+    let telemetry = telemetry(inner, &run.scope);
+    if let Some(reply) = reply {
+        let _ = reply.send(telemetry.clone());
+    }
+    CodeModeResult::failed(ErrorCode::Aborted, FailurePhase::Host, "code mode run aborted", telemetry)
+}
+
+/// The waits in progress, by run id, so that [`abort`] can stop the one resuming its run.
+#[derive(Default)]
+pub struct Waits(Mutex<HashMap<String, oneshot::Sender<oneshot::Sender<Telemetry>>>>);
+
+impl Waits {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<oneshot::Sender<Telemetry>>>> {
+        // Every critical section is one map operation, so a poisoned lock is consistent.
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn register<'a>(&'a self, run_id: &str, stop: oneshot::Sender<oneshot::Sender<Telemetry>>) -> Registered<'a> {
+        self.lock().insert(run_id.to_owned(), stop);
+        Registered { waits: self, run_id: run_id.to_owned() }
+    }
+
+    /// Asks the wait resuming `run_id` to stop; its final telemetry comes back on the receiver.
+    fn stop(&self, run_id: &str) -> Option<oneshot::Receiver<Telemetry>> {
+        let stop = self.lock().remove(run_id)?;
+        let (reply, telemetry) = oneshot::channel();
+        stop.send(reply).ok()?;
+        Some(telemetry)
+    }
+}
+
+/// A wait's entry in [`Waits`], removed when the wait ends or is dropped.
+struct Registered<'a> {
+    waits: &'a Waits,
+    run_id: String,
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.waits.lock().remove(&self.run_id);
+    }
+}
+
+/// `abort`: cancels pending host work and drops the run. A run being resumed by a `wait` is stopped there: the wait
+/// ends `aborted` too, and both carry the run's final telemetry.
 pub async fn abort(inner: Arc<Inner>, run_id: &str) -> CodeModeResult {
     let unowned = RunScope::default();
+    let aborted = |scope: &CatalogScope| {
+        CodeModeResult::failed(
+            ErrorCode::Aborted,
+            FailurePhase::Host,
+            "code mode run aborted",
+            telemetry(&inner, scope),
+        )
+    };
     match inner.runs.abort(run_id) {
         Ok(codemode_snapshot::AbortOutcome::Unknown) => store_failure(&inner, &unowned, &StoreError::Unavailable),
-        Ok(outcome) => {
-            let scope = match outcome {
-                codemode_snapshot::AbortOutcome::Parked { live: Some(mut run) } => {
-                    run.in_flight.abort_all();
-                    run.worker = None;
-                    run.scope.clone()
-                }
-                _ => scope_of(&inner, &unowned),
-            };
-            CodeModeResult::failed(
-                ErrorCode::Aborted,
-                FailurePhase::Host,
-                "code mode run aborted",
-                telemetry(&inner, &scope),
-            )
+        Ok(codemode_snapshot::AbortOutcome::Parked { live: Some(mut run) }) => {
+            run.in_flight.abort_all();
+            run.worker = None;
+            aborted(&run.scope)
         }
+        Ok(codemode_snapshot::AbortOutcome::Resuming) => match inner.waits.stop(run_id) {
+            Some(telemetry) => match telemetry.await {
+                Ok(telemetry) => {
+                    CodeModeResult::failed(ErrorCode::Aborted, FailurePhase::Host, "code mode run aborted", telemetry)
+                }
+                Err(_) => aborted(&scope_of(&inner, &unowned)),
+            },
+            None => aborted(&scope_of(&inner, &unowned)),
+        },
+        // Reports the totals of the unowned scope: the run was not live here.
+        Ok(_) => aborted(&scope_of(&inner, &unowned)),
         Err(e) => store_failure(&inner, &unowned, &e),
     }
 }
@@ -439,7 +525,7 @@ fn complete(inner: &Inner, run: &mut LiveRun, value: Value) -> CodeModeResult {
     CodeModeResult::Completed(Completed { value, warnings, output, telemetry: telemetry(inner, &run.scope) })
 }
 
-async fn drive(inner: &Arc<Inner>, run: &mut LiveRun) -> Stop {
+async fn drive(inner: &Arc<Inner>, run: &mut LiveRun, slot: &mut Option<Slot<LiveRun>>) -> Stop {
     loop {
         let Some(command) = run.machine.poll() else {
             return Stop::Done(fail(
@@ -461,6 +547,16 @@ async fn drive(inner: &Arc<Inner>, run: &mut LiveRun) -> Stop {
                 }
             }
             Command::Dispatch(request, digest) => {
+                if slot.is_none() {
+                    match inner.runs.reserve() {
+                        Ok(reserved) => *slot = Some(reserved),
+                        Err(e) => {
+                            let (code, message) = (e.code(), e.to_string());
+                            run.machine.handle(Event::Refused { code, phase: FailurePhase::Host, message });
+                            continue;
+                        }
+                    }
+                }
                 let mut sink = PendingSink { methods: &mut run.machine.pending, handles: &mut run.handles };
                 let parts = RunParts {
                     run_id: &run.run_id,
@@ -511,6 +607,7 @@ async fn drive(inner: &Arc<Inner>, run: &mut LiveRun) -> Stop {
 
 /// Gathers settled host work as [`Command::Collect`] asks, then reports the clock to the machine.
 async fn collect(inner: &Inner, run: &mut LiveRun, until_ms: Option<u64>, drain: bool) {
+    let since_ms = inner.clock.now_ms();
     let mut timed_out = false;
     let mut idle = false;
     match until_ms {
@@ -521,10 +618,17 @@ async fn collect(inner: &Inner, run: &mut LiveRun, until_ms: Option<u64>, drain:
         }
         Some(_) if run.in_flight.is_empty() => idle = true,
         Some(until_ms) => {
-            let left = Duration::from_millis(until_ms.saturating_sub(inner.clock.now_ms()));
-            let until = tokio::time::Instant::now() + left;
+            // A cell that awaits its results waits as long as its host work takes.
+            let until = (until_ms != NO_PARK).then(|| {
+                tokio::time::Instant::now() + Duration::from_millis(until_ms.saturating_sub(inner.clock.now_ms()))
+            });
             loop {
-                match tokio::time::timeout_at(until, run.in_flight.join_next()).await {
+                let next = run.in_flight.join_next();
+                let joined = match until {
+                    Some(until) => tokio::time::timeout_at(until, next).await,
+                    None => Ok(next.await),
+                };
+                match joined {
                     Err(_) => {
                         timed_out = true;
                         break;
@@ -541,7 +645,7 @@ async fn collect(inner: &Inner, run: &mut LiveRun, until_ms: Option<u64>, drain:
             }
         }
     }
-    run.machine.handle(Event::Collected { now_ms: inner.clock.now_ms(), timed_out, idle });
+    run.machine.handle(Event::Collected { since_ms, now_ms: inner.clock.now_ms(), timed_out, idle });
 }
 
 fn accept(run: &mut LiveRun, joined: Result<Settlement, tokio::task::JoinError>) {

@@ -81,6 +81,10 @@ pub struct PendingRequest {
     pub method: String,
     /// The request digest (`RequestDigest.0`).
     pub args_digest: u64,
+    /// For a timer (`sleep`): when it is due on the guest's virtual clock (epoch ms). A resume starts it again for
+    /// the delay it has left instead of settling it as interrupted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub due_ms: Option<u64>,
 }
 
 impl PendingRequest {
@@ -305,12 +309,13 @@ impl Checkpoint {
 /// Settlements for the requests of `checkpoint` that were in flight in a process that died: each rejects with
 /// code `interrupted` and [`INTERRUPTED_MESSAGE`], in creation order.
 ///
-/// `yield` requests are left out: resuming the run is what settles them. The facade delivers the rest as the
+/// `yield` requests are left out: resuming the run is what settles them; so are timers with a due time, which the
+/// resume starts again for the delay they have left (a timer runs no tool). The facade delivers the rest as the
 /// first round of the resumed run instead of dispatching the requests again, so a tool is never silently
 /// re-executed.
 pub fn interrupted_settlements(checkpoint: &Checkpoint) -> Vec<Settlement> {
     let mut pending: Vec<&PendingRequest> =
-        checkpoint.pending.iter().filter(|p| p.method != BridgeMethod::Yield.as_str()).collect();
+        checkpoint.pending.iter().filter(|p| p.method != BridgeMethod::Yield.as_str() && p.due_ms.is_none()).collect();
     pending.sort_by_key(|p| p.id);
     pending
         .into_iter()

@@ -23,6 +23,10 @@ pub enum StoreError {
     /// The run was created in another session (or by another agent).
     #[error("code mode run belongs to a different session.")]
     DifferentSession,
+    /// The run was parked under another tool catalog (other tools, or a tool whose definition changed); it stays
+    /// parked for a caller with that catalog.
+    #[error("code mode run was started with a different tool catalog and cannot be resumed here.")]
+    DifferentCatalog,
     /// Another resume of this run is in flight.
     #[error("code mode run is already being resumed.")]
     AlreadyResuming,
@@ -91,6 +95,7 @@ impl StoreError {
             | StoreError::ValueTooLarge { .. }
             | StoreError::TooManyKeys { .. } => ErrorCode::InvalidInput,
             StoreError::SnapshotTooLarge { .. } => ErrorCode::SnapshotLimitExceeded,
+            StoreError::DifferentCatalog => ErrorCode::RuntimeUnavailable,
             StoreError::InvalidRunId(_) | StoreError::Io { .. } | StoreError::Corrupt { .. } => {
                 ErrorCode::InternalError
             }

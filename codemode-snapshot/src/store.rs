@@ -304,6 +304,22 @@ impl<L: Send + 'static> RunStore<L> {
     /// `Unavailable` (unknown, expired, consumed or malformed id), `DifferentAgentRun`, `DifferentSession`,
     /// `AlreadyResuming`, or a backend error. A scoping error leaves the run in place.
     pub fn begin_resume(&self, run_id: &str, caller: &RunOwner) -> Result<Resumed<L>, StoreError> {
+        self.begin_resume_if(run_id, caller, |_| Ok(()))
+    }
+
+    /// [`RunStore::begin_resume`] for a resumer that can resume only some checkpoints: `resumable` sees the
+    /// checkpoint after the scope check and before anything is consumed, and a refusal leaves the run in place (for
+    /// a caller that can resume it) until its TTL.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`RunStore::begin_resume`], and the error `resumable` returns.
+    pub fn begin_resume_if(
+        &self,
+        run_id: &str,
+        caller: &RunOwner,
+        resumable: impl Fn(&Checkpoint) -> Result<(), StoreError>,
+    ) -> Result<Resumed<L>, StoreError> {
         if !is_valid_run_id(run_id) {
             return Err(StoreError::Unavailable);
         }
@@ -317,7 +333,7 @@ impl<L: Send + 'static> RunStore<L> {
         }
         let in_memory = match state.parked.get(run_id) {
             Some(parked) => {
-                if let Err(e) = parked.checkpoint.owner.check(caller) {
+                if let Err(e) = parked.checkpoint.owner.check(caller).and_then(|()| resumable(&parked.checkpoint)) {
                     drop(state);
                     self.discard(expired);
                     return Err(e);
@@ -332,12 +348,17 @@ impl<L: Send + 'static> RunStore<L> {
         let guard = Slot { inner: Arc::clone(&self.inner), kind: SlotKind::Resuming(run_id.to_owned()) };
 
         match in_memory {
-            Some(parked) => self.resume_parked(parked, guard),
-            None => self.resume_persisted(run_id, caller, now, guard),
+            Some(parked) => self.resume_parked(parked, guard, &resumable),
+            None => self.resume_persisted(run_id, caller, now, guard, &resumable),
         }
     }
 
-    fn resume_parked(&self, parked: Parked<L>, guard: Slot<L>) -> Result<Resumed<L>, StoreError> {
+    fn resume_parked(
+        &self,
+        parked: Parked<L>,
+        guard: Slot<L>,
+        resumable: &impl Fn(&Checkpoint) -> Result<(), StoreError>,
+    ) -> Result<Resumed<L>, StoreError> {
         match self.inner.backend.take(&parked.checkpoint.run_id) {
             // Another process sharing the backend consumed the run (and may have finished it).
             Ok(None) => Err(StoreError::Unavailable),
@@ -346,6 +367,11 @@ impl<L: Send + 'static> RunStore<L> {
             Ok(Some(durable)) if durable.generation != parked.checkpoint.generation => {
                 if durable.is_expired(self.inner.clock.now_ms()) {
                     return Err(StoreError::Unavailable);
+                }
+                if let Err(e) = resumable(&durable) {
+                    // Not ours to resume: give the durable copy back for a caller that can.
+                    self.inner.backend.put(&durable)?;
+                    return Err(e);
                 }
                 Ok(Resumed { checkpoint: durable, live: None, restored: true, guard })
             }
@@ -367,6 +393,7 @@ impl<L: Send + 'static> RunStore<L> {
         caller: &RunOwner,
         now: u64,
         guard: Slot<L>,
+        resumable: &impl Fn(&Checkpoint) -> Result<(), StoreError>,
     ) -> Result<Resumed<L>, StoreError> {
         let Some(checkpoint) = self.inner.backend.get(run_id)? else { return Err(StoreError::Unavailable) };
         if checkpoint.is_expired(now) {
@@ -374,6 +401,7 @@ impl<L: Send + 'static> RunStore<L> {
             return Err(StoreError::Unavailable);
         }
         checkpoint.owner.check(caller)?;
+        resumable(&checkpoint)?;
         match self.inner.backend.take(run_id)? {
             Some(checkpoint) => Ok(Resumed { checkpoint, live: None, restored: true, guard }),
             // Another process took it between our read and our claim.
@@ -451,7 +479,7 @@ impl<L: Send + 'static> RunStore<L> {
     }
 
     /// Whether the run behind `slot` was aborted while being resumed.
-    fn aborted(&self, slot: &Slot<L>) -> bool {
+    pub fn aborted(&self, slot: &Slot<L>) -> bool {
         match &slot.kind {
             SlotKind::Resuming(id) => self.inner.lock().resuming.get(id) == Some(&true),
             _ => false,

@@ -31,6 +31,18 @@ const WORKER_BASE_MEMORY: u64 = 48 * 1024 * 1024;
 /// hello before it builds anything (a few milliseconds after exec); only a binary that is not a worker is this slow.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Engine instructions per millisecond of `timeoutMs` the instruction budget allows: ten per nanosecond, over
+/// twenty times what Boa executes on a fast core (about 0.4 per nanosecond measured here), so the budget never binds
+/// before the host's wall-clock deadline, which kills the worker at `timeoutMs`. It stays as a backstop for a worker
+/// the host cannot stop.
+pub const INSTRUCTIONS_PER_MS: u64 = 10_000_000;
+
+/// The engine instruction budget of a context for a run with `timeout_ms`: [`INSTRUCTIONS_PER_MS`] per millisecond.
+/// `timeoutMs` is wall-clock time; the host's deadline ends a cell, never this budget.
+pub fn instruction_budget(timeout_ms: u64) -> u64 {
+    timeout_ms.saturating_mul(INSTRUCTIONS_PER_MS)
+}
+
 /// How to provide a worker, quoted by [`PoolError::NotFound`].
 const HOW_TO_PROVIDE_A_WORKER: &str = "provide one of: (1) set $CODEMODE_WORKER to a `codemode-worker` binary (built \
     with `cargo build -p codemode-vm --bin codemode-worker` in the codemode checkout); (2) put `codemode-worker` \

@@ -229,7 +229,7 @@ impl CodeModeBuilder {
             Some(command) => command,
             None => WorkerCommand::locate()?,
         };
-        let instructions = self.limits.timeout_ms.saturating_mul(150_000);
+        let instructions = codemode_vm::pool::instruction_budget(self.limits.timeout_ms);
         let globals = Arc::new(guest_globals(&catalog));
         let pool = WorkerPool::new(PoolConfig {
             command,
@@ -270,6 +270,7 @@ impl CodeModeBuilder {
             journals: codemode_bridge::SharedBytes::new(self.host_journal_bytes.unwrap_or(DEFAULT_HOST_JOURNAL_BYTES)),
             scopes: codemode_run::CatalogScopes::default(),
             progress: self.progress,
+            waits: codemode_run::Waits::default(),
         });
         codemode_run::start_sweeper(&inner, self.live_window.unwrap_or(DEFAULT_LIVE_WINDOW));
         Ok(CodeMode { inner })
@@ -360,7 +361,8 @@ impl CodeMode {
         }
     }
 
-    /// Resumes a waiting run: `input` is wait's input object (`{runId}`).
+    /// Resumes a waiting run: `input` is wait's input object (`{runId}`). Dropping the future before it is ready
+    /// cancels the run (see [`wait_until`](Self::wait_until)).
     pub async fn wait(&self, input: serde_json::Value, scope: RunScope) -> CodeModeResult {
         match codemode_surface::parse_wait_input(&input) {
             Ok(input) => codemode_run::wait(self.inner.clone(), &input.run_id, scope).await,
@@ -368,7 +370,26 @@ impl CodeMode {
         }
     }
 
-    /// Cancels a run's pending host work and drops it; a later `wait` fails as unavailable.
+    /// Resumes a waiting run until it ends, parks or `cancelled` resolves, whichever comes first. A cancelled wait
+    /// cancels the run, as dropping the future of [`wait`](Self::wait) does: its worker is killed, its tool calls
+    /// still running are cancelled and the run is released, so a later `wait` on it fails as unavailable; the result
+    /// is `failed` with code `aborted`. A gateway passes the client's cancellation of the `wait` request.
+    pub async fn wait_until(
+        &self,
+        input: serde_json::Value,
+        scope: RunScope,
+        cancelled: impl std::future::Future<Output = ()>,
+    ) -> CodeModeResult {
+        let caller = scope.clone();
+        tokio::select! {
+            biased;
+            result = self.wait(input, scope) => result,
+            () = cancelled => codemode_run::cancelled(&self.inner, &caller),
+        }
+    }
+
+    /// Cancels a run's pending host work and drops it; a later `wait` fails as unavailable. A `wait` resuming the
+    /// run meanwhile ends `aborted` too; both results carry the run's final telemetry.
     pub async fn abort(&self, run_id: &str) -> CodeModeResult {
         codemode_run::abort(self.inner.clone(), run_id).await
     }
@@ -401,6 +422,10 @@ fn tools_digest(catalog: &Catalog) -> String {
     let mut hasher = Sha256::new();
     for entry in catalog.entries() {
         hasher.update(entry.callable_name.as_bytes());
+        hasher.update([0]);
+        // A tool whose definition changed (its schema, its replay safety) is another tool: a run that may have
+        // called it is not resumed under it.
+        hasher.update(serde_json::to_vec(&entry.definition).expect("tool definitions serialize"));
         hasher.update([0]);
     }
     for server in catalog.mcp_servers() {

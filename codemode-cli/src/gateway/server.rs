@@ -108,8 +108,8 @@ impl Gateway {
         self.upstream.shutdown().await;
     }
 
-    /// Serves one tool call. A client that cancels an `exec` (`notifications/cancelled`) aborts its run; a
-    /// cancelled `wait` still ends at the run's next stop, so a parked run is never lost.
+    /// Serves one tool call. A client that cancels an `exec` or a `wait` (`notifications/cancelled`) aborts its
+    /// run: its worker is killed, its upstream calls cancelled, and the run released.
     async fn call(
         &self,
         name: &str,
@@ -119,7 +119,7 @@ impl Gateway {
     ) -> Result<CallToolResult, ErrorData> {
         let result = match name {
             "exec" => self.code_mode.exec_until(input, scope, cancelled).await,
-            "wait" => self.code_mode.wait(input, scope).await,
+            "wait" => self.code_mode.wait_until(input, scope, cancelled).await,
             _ => {
                 let Some((server, tool)) = self.direct.get(name) else {
                     return Err(ErrorData::invalid_params(

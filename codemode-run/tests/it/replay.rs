@@ -110,7 +110,7 @@ impl Host {
             }
         }
         self.now += 10;
-        machine.handle(Event::Collected { now_ms: self.now, timed_out: false, idle });
+        machine.handle(Event::Collected { since_ms: self.now, now_ms: self.now, timed_out: false, idle });
     }
 }
 

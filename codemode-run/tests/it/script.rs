@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use codemode_bridge::{BridgeCall, BridgeMethod, BridgeRequest, Journal, OutputItem, Settlement, SettlementValue};
 use codemode_run::Cell;
-use codemode_run::machine::{Command, Ending, Event, RunMachine, RunSetup};
+use codemode_run::machine::{Command, Ending, Event, NO_PARK, RunMachine, RunSetup};
 use codemode_vm::pool::Death;
 use codemode_vm::protocol::{CellLimits, GuestOutcome, HostMessage, WorkerMessage};
 use serde_json::{Value, json};
@@ -176,7 +176,12 @@ impl Stage {
     }
 
     fn collect(&mut self, machine: &mut RunMachine, until_ms: Option<u64>, drain: bool) {
-        let until = until_ms.map_or("now".to_owned(), |t| t.to_string());
+        let since_ms = self.now;
+        let until = match until_ms {
+            None => "now".to_owned(),
+            Some(NO_PARK) => "settled".to_owned(),
+            Some(t) => t.to_string(),
+        };
         self.line(format!("   collect until {until}{}", if drain { ", draining" } else { "" }));
         self.ticks();
         let idle = until_ms.is_some() && self.in_flight.is_empty();
@@ -201,7 +206,7 @@ impl Stage {
                 _ => {}
             }
         }
-        let event = Event::Collected { now_ms: self.now, timed_out, idle };
+        let event = Event::Collected { since_ms, now_ms: self.now, timed_out, idle };
         self.line(format!("<- {}", event_text(&event)));
         machine.handle(event);
     }
@@ -311,7 +316,7 @@ fn event_text(event: &Event) -> String {
         Event::Worker(other) => format!("{other:?}"),
         Event::Died(death) => format!("died {death:?}"),
         Event::Timeout => "deadline passed".into(),
-        Event::Collected { now_ms, timed_out, idle } => {
+        Event::Collected { now_ms, timed_out, idle, .. } => {
             let mut text = format!("collected @{now_ms}");
             if *timed_out {
                 text.push_str(", timed out");

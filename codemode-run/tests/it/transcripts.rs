@@ -1,9 +1,11 @@
 //! Transcripts of the run machine: each test scripts the cell, the host work and the clock, and snapshots every
 //! command and event of the run, so a change in when the run delivers, parks, times out or finishes shows up here.
 
-use codemode_bridge::{BridgeErrorCode, BridgeMethod, SettlementValue};
+use codemode_bridge::{BridgeErrorCode, BridgeMethod, OutputBudget, SettlementValue, WaitReason};
+use codemode_run::machine::RunMachine;
+use codemode_snapshot::{Checkpoint, PendingRequest, RunOwner};
 use codemode_vm::pool::Death;
-use codemode_vm::protocol::{CellFailure, GuestOutcome, WorkerMessage};
+use codemode_vm::protocol::{CellFailure, CellLimits, GuestOutcome, WorkerMessage};
 use insta::assert_snapshot;
 use serde_json::json;
 
@@ -139,10 +141,22 @@ fn a_worker_out_of_stack_fails_with_memory_limit_exceeded() {
 }
 
 #[test]
-fn a_worker_that_dies_otherwise_fails_with_internal_error() {
+fn a_worker_that_dies_otherwise_fails_with_runtime_unavailable() {
+    // A crash or a signal the host did not send is the runtime's failure, not the program's.
     let mut run = fresh(false);
     let transcript =
-        Stage::at(1_000).play(&mut run, 30_000, vec![Beat::Die(Death::Other("signal 9 (SIGKILL)".into()))]);
+        Stage::at(1_000).play(&mut run, 30_000, vec![Beat::Die(Death::Other("signal 11 (SIGSEGV)".into()))]);
+    assert_snapshot!(transcript);
+}
+
+#[test]
+fn a_worker_that_breaks_its_confinement_fails_with_runtime_unavailable() {
+    let mut run = fresh(false);
+    let transcript = Stage::at(1_000).play(
+        &mut run,
+        30_000,
+        vec![Beat::Die(Death::Confinement("confinement step seccomp failed: EINVAL".into()))],
+    );
     assert_snapshot!(transcript);
 }
 
@@ -223,11 +237,91 @@ fn a_busy_loop_of_immediate_settlements_parks_at_the_park_time() {
 }
 
 #[test]
-fn await_results_waits_until_the_deadline_itself() {
+fn a_required_cell_waits_for_its_host_work_past_the_deadline() {
+    // Timeout 1000 ms from 1000: the call takes 5000 ms off the VM, which is not charged, so the program still has
+    // its whole allowance when the settlement comes (recv until 7000) and the cell completes instead of parking.
     let mut run = fresh(true);
-    let transcript =
-        Stage::at(1_000).play(&mut run, 1_000, vec![quiescent(vec![call(1, "slow", json!({}))], 1), Beat::Expire]);
+    let transcript = Stage::at(1_000).play(
+        &mut run,
+        1_000,
+        vec![
+            quiescent(vec![call(1, "slow", json!({}))], 1),
+            Beat::Tick(5_000),
+            Beat::Settle(vec![(1, ok(json!("late")))]),
+            returned(json!("late"), 0),
+        ],
+    );
     assert_snapshot!(transcript);
+}
+
+#[test]
+fn a_required_cell_still_times_out_on_its_own_computation() {
+    let mut run = fresh(true);
+    let transcript = Stage::at(1_000).play(
+        &mut run,
+        1_000,
+        vec![
+            quiescent(vec![call(1, "slow", json!({}))], 1),
+            Beat::Tick(5_000),
+            Beat::Settle(vec![(1, ok(json!("late")))]),
+            Beat::Hang,
+        ],
+    );
+    assert_snapshot!(transcript);
+}
+
+#[test]
+fn yield_control_fails_a_required_cell() {
+    let mut run = fresh(true);
+    let transcript = Stage::at(1_000).play(
+        &mut run,
+        1_000,
+        vec![quiescent(vec![request(1, BridgeMethod::Yield, json!({ "reason": "pause" }))], 1)],
+    );
+    assert_snapshot!(transcript);
+    assert!(!run.cell_reusable(), "the program is mid-flight: its worker is not reused");
+}
+
+#[test]
+fn a_timer_pending_at_park_runs_again_in_a_restored_run_for_the_delay_it_had_left() {
+    // A 5000 ms timer set at 1000 is due at 6000 on the guest's virtual clock. The run parks at 1750, and another
+    // process resumes it at 3000: the timer is started again for the 3000 ms it has left, not settled as
+    // interrupted (its callback would never run).
+    let mut run = fresh(false);
+    let mut stage = Stage::at(1_000);
+    let parked = stage.play(
+        &mut run,
+        1_000,
+        vec![quiescent(vec![request(1, BridgeMethod::Sleep, json!({ "ms": 5_000 }))], 1), Beat::Expire],
+    );
+    assert_eq!(run.timer_due(1), Some(6_000));
+    let mut checkpoint = Checkpoint::new(
+        "cm_00000000-0000-4000-8000-000000000000".into(),
+        RunOwner::default(),
+        "/* scripted */".into(),
+        "tools".into(),
+        run.journal().clone(),
+        OutputBudget::new(4096),
+        WaitReason::PendingTools,
+    );
+    checkpoint.pending = run
+        .pending()
+        .map(|(id, method, digest)| PendingRequest {
+            id,
+            method: method.as_str().into(),
+            args_digest: digest,
+            due_ms: run.timer_due(id),
+        })
+        .collect();
+    let mut restored =
+        RunMachine::restore(&checkpoint, CellLimits::default(), codemode_bridge::ByteCharge::new(u64::MAX, None));
+    stage.advance(1_250);
+    let resumed = stage.play(
+        &mut restored,
+        1_000,
+        vec![quiescent(vec![], 1), Beat::Settle(vec![(1, ok(json!(null)))]), returned(json!("fired"), 0)],
+    );
+    assert_snapshot!(format!("{parked}--- restored in another process, wait\n{resumed}"));
 }
 
 #[test]

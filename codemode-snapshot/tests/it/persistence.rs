@@ -24,9 +24,9 @@ fn a_run_parked_by_one_store_is_resumed_by_another_sharing_the_directory() {
     let first = store(dir.path(), &clock);
     let mut cp = checkpoint(owner("s", "r"), 10);
     cp.pending = vec![
-        PendingRequest { id: 12, method: "callValue".into(), args_digest: 7 },
-        PendingRequest { id: 11, method: "sleep".into(), args_digest: 8 },
-        PendingRequest { id: 13, method: "yield".into(), args_digest: 9 },
+        PendingRequest { id: 12, method: "callValue".into(), args_digest: 7, due_ms: None },
+        PendingRequest { id: 11, method: "sleep".into(), args_digest: 8, due_ms: None },
+        PendingRequest { id: 13, method: "yield".into(), args_digest: 9, due_ms: None },
     ];
     let id = cp.run_id.clone();
     let original = cp.clone();
@@ -45,6 +45,10 @@ fn a_run_parked_by_one_store_is_resumed_by_another_sharing_the_directory() {
     assert_eq!(resumed.checkpoint.reason, WaitReason::PendingTools);
 
     let settlements = interrupted_settlements(&resumed.checkpoint);
+    let mut with_timer = resumed.checkpoint.clone();
+    with_timer.pending[1].due_ms = Some(T0 + 500);
+    let ids: Vec<u32> = interrupted_settlements(&with_timer).iter().map(|s| s.id).collect();
+    assert_eq!(ids, vec![12], "a timer with a due time runs again instead");
     assert_eq!(settlements.iter().map(|s| s.id).collect::<Vec<_>>(), vec![11, 12], "yield is settled by resuming");
     for s in &settlements {
         assert_eq!(s.value, SettlementValue::Err { code: "interrupted".into(), message: INTERRUPTED_MESSAGE.into() });
@@ -142,4 +146,35 @@ fn session_values_survive_a_restart() {
     assert_eq!(second.load("agent:main:chat/1", "missing").unwrap(), None);
     second.clear("other session").unwrap();
     assert_eq!(second.load("other session", "cursor").unwrap(), None);
+}
+
+#[test]
+fn a_wait_with_another_catalog_leaves_the_run_for_the_right_caller() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T0));
+    let limits = codemode_config::Limits::default();
+    let first = store(dir.path(), &clock);
+    let cp = checkpoint(owner("s", "r"), 3);
+    let id = cp.run_id.clone();
+    let digest = cp.tools_digest.clone();
+    first.park(first.reserve().unwrap(), cp, Some(Live(Arc::new(()))), &limits).unwrap();
+    let same_catalog = |cp: &codemode_snapshot::Checkpoint| {
+        if cp.tools_digest == digest { Ok(()) } else { Err(StoreError::DifferentCatalog) }
+    };
+    let other_catalog = |_: &codemode_snapshot::Checkpoint| Err(StoreError::DifferentCatalog);
+
+    // In the process that parked it: refused, still parked.
+    let err = first.begin_resume_if(&id, &owner("s", "r"), other_catalog).err().unwrap();
+    assert_eq!(err.to_string(), "code mode run was started with a different tool catalog and cannot be resumed here.");
+    assert_eq!(err.code(), codemode_bridge::ErrorCode::RuntimeUnavailable);
+    assert!(first.contains(&id), "a refused wait does not consume the run");
+
+    // In another process sharing the directory: refused, and the durable copy is still there.
+    let second = store(dir.path(), &clock);
+    assert!(matches!(second.begin_resume_if(&id, &owner("s", "r"), other_catalog), Err(StoreError::DifferentCatalog)));
+    assert!(second.backend().get(&id).unwrap().is_some(), "the durable copy is not consumed");
+
+    // The right caller still resumes it.
+    let resumed = first.begin_resume_if(&id, &owner("s", "r"), same_catalog).unwrap();
+    assert!(resumed.live.is_some());
 }

@@ -1,6 +1,7 @@
 //! Integration tests of the executor: the engine and its encoder in-process, and the worker process.
 
 mod appends;
+mod budget;
 mod confine;
 mod encode;
 mod globals;

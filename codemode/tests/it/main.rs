@@ -6,6 +6,7 @@ mod embed;
 mod exec;
 mod harness;
 mod host_integration;
+mod lifecycle;
 mod memory;
 mod support;
 mod wait;

@@ -380,3 +380,28 @@ async fn a_cancelled_exec_is_aborted_and_its_worker_stops() {
     assert!(after < ticks_per_second / 5, "the cancelled run's worker was killed ({after} ticks in 1 s)");
     assert_eq!(completed(&s.exec("return 1 + 1;").await), &json!(2));
 }
+
+#[tokio::test]
+async fn a_cancelled_wait_releases_its_run() {
+    let (_dir, config) = fixture("timeoutMs = 3000", "");
+    let s = Session::start(&config).await;
+    let first = s.exec("await new Promise(r => setTimeout(r, 60000)); return 'late'").await;
+    assert_eq!(first["status"], "waiting", "a 60 s timer outlasts a 3 s exec: {first}");
+    let run_id = first["runId"].as_str().expect("runId").to_owned();
+    // The client drops its wait after 500 ms, which sends `notifications/cancelled`; the run would otherwise park
+    // again 2.75 s into the wait.
+    let dropped = tokio::time::timeout(Duration::from_millis(500), s.call("wait", json!({ "runId": run_id }))).await;
+    assert!(dropped.is_err(), "the wait cannot end before its timer");
+    // The cancelled wait released the run: it is gone, not still being resumed or parked again.
+    let mut again = s.wait(&run_id).await;
+    for _ in 0..50 {
+        // The cancellation reaches the gateway asynchronously; until it has, the run is still being resumed.
+        if again["error"] != "code mode run is already being resumed." {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        again = s.wait(&run_id).await;
+    }
+    assert_eq!(again["status"], "failed", "{again}");
+    assert_eq!(again["error"], "code mode run is unavailable or expired.", "{again}");
+}

@@ -1,0 +1,158 @@
+//! The run lifecycle of issue 14: required cells never park, the cap counts only runs with host work, a cancelled or
+//! aborted wait releases its run, a refused wait leaves it parked, timers survive a resume in another process, and
+//! `timeoutMs` is wall-clock time.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use codemode::{CodeMode, CodeModeResult, Limits, RunScope};
+use serde_json::json;
+
+use crate::support::{TestHost, engine, engine_with, exec, failure, tool, tools, value, wait};
+
+fn run_id(result: &CodeModeResult) -> String {
+    match result {
+        CodeModeResult::Waiting(w) => w.run_id.clone(),
+        other => panic!("expected waiting, got {}", serde_json::to_string_pretty(other).unwrap()),
+    }
+}
+
+fn required(code: &str) -> serde_json::Value {
+    json!({ "title": "required", "code": code, "awaitResults": true })
+}
+
+/// Lets the engine's tasks run until `engine` holds no parked run (a wait has taken it), without sleeping.
+async fn until_resuming(engine: &CodeMode) {
+    while engine.stats().parked_runs > 0 {
+        tokio::task::yield_now().await;
+    }
+}
+
+#[tokio::test]
+async fn a_required_cell_waits_past_its_deadline_for_host_work_and_never_returns_waiting() {
+    // The call takes longer than the whole timeoutMs, off the VM: the cell still completes.
+    let (engine, _) = engine_with(Limits { timeout_ms: 500, ..Limits::default() }, false);
+    let r = engine.exec(required("return (await slow({ms: 1200})).slept"), RunScope::default()).await;
+    assert_eq!(value(&r), json!(1200));
+}
+
+#[tokio::test]
+async fn yield_control_fails_a_required_cell() {
+    let (engine, _) = engine();
+    let r = engine.exec(required("await yield_control('pause'); return 1"), RunScope::default()).await;
+    let (code, error) = failure(&r);
+    assert_eq!(code, "invalid_input");
+    assert!(error.contains("yield_control cannot park a cell run with awaitResults: true"), "{error}");
+    assert_eq!(engine.stats().parked_runs, 0);
+}
+
+#[tokio::test]
+async fn cells_without_host_work_run_with_64_runs_parked() {
+    let (engine, _) = engine_with(Limits { timeout_ms: 2_000, ..Limits::default() }, true);
+    for _ in 0..64 {
+        run_id(&exec(&engine, "await yield_control(); return 1").await);
+    }
+    assert_eq!(engine.stats().parked_runs, 64);
+    // No host work: no place under the cap needed.
+    assert_eq!(value(&exec(&engine, "return 1").await), json!(1));
+    // The first dispatch of host work is where a cell needs one.
+    let r = exec(&engine, "await echo({}); return 2").await;
+    assert_eq!(failure(&r), ("invalid_input".into(), "too many suspended code mode runs.".into()));
+}
+
+#[tokio::test]
+async fn abort_during_a_wait_ends_it_aborted_with_the_final_telemetry() {
+    let (engine, _) = engine_with(Limits { timeout_ms: 1_000, ..Limits::default() }, false);
+    let first = exec(&engine, "await add({a: 1, b: 2}); return (await slow({ms: 60000})).tag").await;
+    let id = run_id(&first);
+    let waiting = tokio::spawn({
+        let (engine, id) = (engine.clone(), id.clone());
+        async move { wait(&engine, &id).await }
+    });
+    until_resuming(&engine).await;
+    let aborted = engine.abort(&id).await;
+    assert_eq!(failure(&aborted).0, "aborted");
+    let CodeModeResult::Failed(f) = &aborted else { unreachable!() };
+    assert_eq!(f.telemetry.call_count, 2, "the final telemetry counts the run's calls");
+    let waited = waiting.await.expect("the wait task ends");
+    assert_eq!(failure(&waited).0, "aborted");
+    assert_eq!(failure(&wait(&engine, &id).await).1, "code mode run is unavailable or expired.");
+}
+
+#[tokio::test]
+async fn a_cancelled_wait_cancels_its_run_and_its_tool_calls() {
+    let (engine, host) = engine_with(Limits { timeout_ms: 1_000, ..Limits::default() }, false);
+    let first = exec(&engine, "return (await slow({ms: 60000})).tag").await;
+    let id = run_id(&first);
+    let (cancel, cancelled) = tokio::sync::oneshot::channel::<()>();
+    let waiting = tokio::spawn({
+        let (engine, id) = (engine.clone(), id.clone());
+        async move {
+            let cancelled = async move {
+                let _ = cancelled.await;
+            };
+            engine.wait_until(json!({ "runId": id }), RunScope::default(), cancelled).await
+        }
+    });
+    until_resuming(&engine).await;
+    cancel.send(()).expect("the wait listens");
+    let r = waiting.await.expect("the wait task ends");
+    assert_eq!(failure(&r).0, "aborted");
+    assert_eq!(failure(&wait(&engine, &id).await).1, "code mode run is unavailable or expired.");
+    assert_eq!(engine.stats().parked_runs, 0);
+    assert_eq!(host.calls.load(Ordering::SeqCst), 1, "the call is not run again");
+}
+
+fn build_in(dir: &std::path::Path, tools: Vec<codemode::ToolDefinition>) -> CodeMode {
+    CodeMode::builder()
+        .limits(Limits { timeout_ms: 2_000, ..Limits::default() })
+        .tools(tools)
+        .host(Arc::new(TestHost::default()))
+        .state_dir(Some(dir.to_path_buf()))
+        .warm_workers(1)
+        .build()
+        .expect("engine")
+}
+
+#[tokio::test]
+async fn a_wait_under_another_catalog_leaves_the_run_for_its_own() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = build_in(dir.path(), tools());
+    let first = exec(&home, "await echo({}); await yield_control(); return 'resumed'").await;
+    let id = run_id(&first);
+    // Another process with one tool whose definition changed.
+    let mut changed = tools();
+    changed[0] = tool("echo", json!({ "type": "object", "properties": { "x": { "type": "string" } } }));
+    let elsewhere = build_in(dir.path(), changed);
+    let (code, error) = failure(&wait(&elsewhere, &id).await);
+    assert_eq!(code, "runtime_unavailable");
+    assert!(error.contains("different tool catalog"), "{error}");
+    assert_eq!(value(&wait(&home, &id).await), json!("resumed"));
+}
+
+#[tokio::test]
+async fn a_timer_pending_at_park_fires_after_a_resume_in_another_process() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let first = {
+        let before = build_in(dir.path(), tools());
+        exec(
+            &before,
+            "const p = new Promise(r => setTimeout(() => r('fired'), 50)); await yield_control(); return await p",
+        )
+        .await
+        // `before` is dropped here, with its timer task.
+    };
+    let after = build_in(dir.path(), tools());
+    assert_eq!(value(&wait(&after, &run_id(&first)).await), json!("fired"));
+}
+
+#[tokio::test]
+async fn timeout_ms_is_wall_clock_time_not_an_instruction_count() {
+    // The engine's instruction budget used to end this loop well before the deadline (after about a third of it on
+    // an idle machine); now only the host's deadline ends it, so it cannot end sooner.
+    let (engine, _) = engine_with(Limits { timeout_ms: 1_000, ..Limits::default() }, false);
+    let started = std::time::Instant::now();
+    let r = exec(&engine, "while (true) {}").await;
+    assert_eq!(failure(&r).0, "timeout");
+    assert!(started.elapsed() >= std::time::Duration::from_millis(1_000), "ended at {:?}", started.elapsed());
+}
