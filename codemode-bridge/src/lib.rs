@@ -11,7 +11,10 @@ mod host;
 mod request;
 mod result;
 
-pub use budget::{OutputBudget, TRUNCATION_GUIDANCE, truncate_error, truncate_value, truncation_marker, utf8_prefix};
+pub use budget::{
+    ByteCharge, OutputBudget, OverCap, SharedBytes, TRUNCATION_GUIDANCE, bound_value, encoded_head,
+    inbox_overflow_message, json_len, truncate_error, truncate_value, truncation_marker, utf8_prefix,
+};
 pub use call::{
     ApiArgs, BridgeCall, CallValueArgs, DescribeArgs, LoadArgs, MalformedRequest, NamespaceArgs, NamespaceTarget,
     ResultLoadArgs, SearchArgs, SleepArgs, StoreArgs, YieldArgs,

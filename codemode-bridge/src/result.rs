@@ -26,7 +26,7 @@ pub enum OutputItem {
 impl OutputItem {
     /// UTF-8 bytes this item costs against the output budget (its compact JSON encoding).
     pub fn encoded_len(&self) -> usize {
-        serde_json::to_string(self).map(|s| s.len()).unwrap_or(0)
+        crate::json_len(self)
     }
 }
 

@@ -18,9 +18,6 @@ use serde_json::Value;
 use crate::Inner;
 use crate::run::{Refusal, RunParts};
 
-/// Bytes one nested tool result may take; larger results fail the call with an error the program can catch.
-const MAX_TOOL_RESULT_BYTES: usize = 8 * 1024 * 1024;
-
 fn ok(value: Value) -> SettlementValue {
     SettlementValue::Ok { value }
 }
@@ -41,6 +38,7 @@ pub(crate) fn dispatch(
     let method = call.method();
     let settle = |parts: RunParts<'_>, value: SettlementValue| settle_now(parts, id, method, digest, value);
     let session = parts.session.unwrap_or("default");
+    let max_result = usize::try_from(inner.limits.max_output_bytes).unwrap_or(usize::MAX);
     let future: std::pin::Pin<Box<dyn std::future::Future<Output = SettlementValue> + Send>> = match call {
         BridgeCall::Yield(YieldArgs { reason }) => {
             *parts.yield_request = Some((id, reason));
@@ -76,7 +74,7 @@ pub(crate) fn dispatch(
                 fire_abort.disarm();
                 match result {
                     Ok(value) => match inner.catalog.validate_output(entry, &value) {
-                        Ok(()) => bounded(value),
+                        Ok(()) => bounded(value, max_result),
                         Err(e) => SettlementValue::err(e.code, e.message),
                     },
                     Err(ToolError { code, message }) => SettlementValue::err(code, inner.catalog.redact(&message)),
@@ -126,7 +124,7 @@ pub(crate) fn dispatch(
                 };
                 fire_abort.disarm();
                 match result {
-                    Ok(value) => bounded(value),
+                    Ok(value) => bounded(value, max_result),
                     Err(ToolError { code, message }) => SettlementValue::err(code, message),
                 }
             })
@@ -277,17 +275,11 @@ fn to_json(value: impl serde::Serialize) -> Value {
     serde_json::to_value(value).expect("catalog answers serialize to JSON")
 }
 
-fn bounded(value: Value) -> SettlementValue {
-    let bytes = serde_json::to_string(&value).map(|s| s.len()).unwrap_or(0);
-    if bytes > MAX_TOOL_RESULT_BYTES {
-        return SettlementValue::err(
-            BridgeErrorCode::ToolError,
-            format!(
-                "tool result is {bytes} bytes, over the {MAX_TOOL_RESULT_BYTES}-byte limit for one nested result; ask for less (filters, limits, pagination)"
-            ),
-        );
-    }
-    ok(value)
+/// A nested tool result bounded by `maxOutputBytes` (seed 001, "Output budget"): kept whole when its JSON fits,
+/// else the truncation marker (`truncated`, `omittedBytes`, `guidance`, a UTF-8-safe `prefix`), which the program
+/// receives as a successful partial result. One pass over the value, keeping at most `max` bytes of its text.
+fn bounded(value: Value, max: usize) -> SettlementValue {
+    ok(codemode_bridge::bound_value(value, max))
 }
 
 fn unknown_tool(tool: &str) -> String {

@@ -63,6 +63,8 @@ pub struct Inner {
     pub progress: Option<ProgressHook>,
     /// The waits in progress, which `abort` stops.
     pub waits: Waits,
+    /// The cap the journals of all this engine's live runs share (each run also has its own, `maxSnapshotBytes`).
+    pub journals: Arc<codemode_bridge::SharedBytes>,
 }
 
 /// The source of a new run's seed, behind a trait so tests can pin it.

@@ -6,10 +6,11 @@
 //! command is returned, so a checkpoint taken at any park replays to the same state.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 use codemode_bridge::{
-    BridgeCall, BridgeMethod, BridgeRequest, ErrorCode, ErrorKind, FailurePhase, Journal, OutputBudget, OutputItem,
-    RequestDigest, Round, Settlement, SettlementValue, SleepArgs, WaitReason,
+    BridgeCall, BridgeMethod, BridgeRequest, ByteCharge, ErrorCode, ErrorKind, FailurePhase, Journal, OutputBudget,
+    OutputItem, OverCap, RequestDigest, Round, Settlement, SettlementValue, SharedBytes, SleepArgs, WaitReason,
 };
 use codemode_snapshot::Checkpoint;
 use codemode_vm::pool::Death;
@@ -142,7 +143,15 @@ pub struct RunSetup {
     pub restart_safe: bool,
     /// Whether the cell waits for its tool calls up to the deadline instead of parking before it.
     pub await_results: bool,
+    /// Bytes of JSON the run's journal may hold besides its successful replies (which the inbox bounds, at
+    /// `limits.inbox_bytes`): `maxSnapshotBytes`. The run fails as it passes them.
+    pub max_journal_bytes: u64,
+    /// The cap the journals of all the engine's runs share, if any.
+    pub shared_journal: Option<Arc<SharedBytes>>,
 }
+
+/// Bytes a request's digest adds to the journal (a JSON number of up to 20 digits and its separator).
+const DIGEST_BYTES: u64 = 21;
 
 /// The state of one run between its events.
 #[derive(Debug)]
@@ -152,6 +161,10 @@ pub struct RunMachine {
     pub(crate) restart_safe: bool,
     await_results: bool,
     pub(crate) journal: Journal,
+    /// What the journal holds, charged against the run's cap and the engine's shared one as it grows.
+    journal_charge: ByteCharge,
+    /// Bytes of successful replies delivered so far, against the program's inbox (`limits.inbox_bytes`).
+    inbox_used: u64,
     pub(crate) budget: OutputBudget,
     /// Output items the worker has emitted so far (delivered or pending delivery).
     pub(crate) emitted: usize,
@@ -186,6 +199,8 @@ pub struct RunMachine {
 pub fn death_kind(death: &Death) -> (ErrorKind, FailurePhase) {
     match death {
         Death::Memory | Death::Stack => (ErrorKind::MemoryLimitExceeded, FailurePhase::Guest),
+        // A message over the host's read cap: the host stopped reading and killed the worker.
+        Death::Oversized(_) => (ErrorKind::OutputLimitExceeded, FailurePhase::Bridge),
         Death::Other(_) | Death::Confinement(_) => (ErrorKind::RuntimeUnavailable, FailurePhase::Host),
     }
 }
@@ -205,6 +220,8 @@ impl RunMachine {
             restart_safe: setup.restart_safe,
             await_results: setup.await_results,
             journal,
+            journal_charge: ByteCharge::new(setup.max_journal_bytes, setup.shared_journal),
+            inbox_used: 0,
             budget: OutputBudget::new(setup.max_output_bytes),
             emitted: 0,
             new_output: Vec::new(),
@@ -228,13 +245,16 @@ impl RunMachine {
 
     /// A run rebuilt from its checkpoint, to be replayed in a fresh cell. Requests that were in flight are gone with
     /// the process that parked it: they settle as interrupted, except a pending yield, which the resume answers.
-    pub fn restore(checkpoint: &Checkpoint, limits: CellLimits) -> RunMachine {
+    /// `journal_charge` takes the restored journal's bytes; a journal past its caps fails the run when it begins.
+    pub fn restore(checkpoint: &Checkpoint, limits: CellLimits, journal_charge: ByteCharge) -> RunMachine {
         let mut machine = RunMachine {
             source: checkpoint.source.clone(),
             limits,
             restart_safe: checkpoint.restart_safe,
             await_results: false,
             journal: checkpoint.journal.clone(),
+            journal_charge,
+            inbox_used: 0,
             budget: checkpoint.output_budget.clone(),
             emitted: checkpoint.delivered_output,
             new_output: Vec::new(),
@@ -265,6 +285,17 @@ impl RunMachine {
                 machine.timers.insert(p.id, due);
                 machine.restored_timers.push((p.id, due, p.args_digest));
             }
+        }
+        for round in &checkpoint.journal.rounds {
+            for settlement in &round.settlements {
+                if let SettlementValue::Ok { value } = &settlement.value {
+                    machine.inbox_used += codemode_bridge::json_len(value) as u64;
+                }
+            }
+        }
+        let bytes = codemode_bridge::json_len(&machine.journal) as u64;
+        if let Err(over) = machine.journal_charge.add_split(bytes.saturating_sub(machine.inbox_used), bytes) {
+            machine.over_journal_cap(over);
         }
         machine
     }
@@ -430,7 +461,8 @@ impl RunMachine {
             WorkerMessage::Hello(_) | WorkerMessage::Ready => {}
             WorkerMessage::Output(item) => {
                 self.emitted += 1;
-                self.new_output.push(item);
+                // Budgeted as it arrives: past the budget, only its length is kept, for the truncation marker.
+                self.budget.admit_item(item, &mut self.new_output);
             }
             WorkerMessage::Failed { failure, message } => {
                 // The worker ended the cell itself and is building a fresh context: it can serve again.
@@ -453,6 +485,10 @@ impl RunMachine {
                         self.queue.push_back(Command::Cancel(id));
                     }
                     self.ready.retain(|s| s.id != id);
+                }
+                if let Err(over) = self.journal_charge.add(DIGEST_BYTES.saturating_mul(requests.len() as u64)) {
+                    self.over_journal_cap(over);
+                    return;
                 }
                 for request in requests {
                     let digest = request.digest();
@@ -508,7 +544,19 @@ impl RunMachine {
             return;
         }
         let clock_ms = i64::try_from(now_ms).unwrap_or(i64::MAX);
-        let round = Round { clock_ms, settlements: std::mem::take(&mut self.ready) };
+        let mut round = Round { clock_ms, settlements: std::mem::take(&mut self.ready) };
+        let mut replies = 0;
+        for settlement in &mut round.settlements {
+            replies += self.admit_reply(settlement);
+        }
+        // The journal keeps every settlement delivered. Successful replies are bounded by the inbox already; the
+        // rest (errors, framing) counts against the run's cap, and everything against the engine's shared cap. A
+        // run that would pass either fails now, before the host holds any more.
+        let total = codemode_bridge::json_len(&round) as u64;
+        if let Err(over) = self.journal_charge.add_split(total.saturating_sub(replies), total) {
+            self.over_journal_cap(over);
+            return;
+        }
         for settlement in &round.settlements {
             self.pending.remove(&settlement.id);
             self.timers.remove(&settlement.id);
@@ -518,6 +566,38 @@ impl RunMachine {
         self.quiescent = false;
         self.last_sent = Sent::Settle;
         self.queue.push_back(Command::Send(HostMessage::Settle(round)));
+    }
+
+    /// Counts a successful reply against the program's inbox as the worker does; one that would overflow it
+    /// becomes the same catchable error the worker would make of it, so the journal never holds the refused reply.
+    /// Returns the bytes of the reply it admitted (0 for an error or a refused reply).
+    fn admit_reply(&mut self, settlement: &mut Settlement) -> u64 {
+        let SettlementValue::Ok { value } = &settlement.value else { return 0 };
+        let bytes = codemode_bridge::json_len(value) as u64;
+        let max = self.limits.inbox_bytes;
+        if self.inbox_used.saturating_add(bytes) > max {
+            let message = codemode_bridge::inbox_overflow_message(bytes, max.saturating_sub(self.inbox_used), max);
+            settlement.value = SettlementValue::err(codemode_bridge::BridgeErrorCode::InvalidInput, message);
+            0
+        } else {
+            self.inbox_used += bytes;
+            bytes
+        }
+    }
+
+    fn over_journal_cap(&mut self, over: OverCap) {
+        let message = match over {
+            OverCap::Run(bytes, max) => format!(
+                "code mode snapshot limit exceeded: the run's journal of tool errors and calls would hold {bytes} \
+                 bytes besides its replies, over maxSnapshotBytes ({max}). Make fewer calls per run, and stop \
+                 retrying calls that keep failing."
+            ),
+            OverCap::Shared(bytes, max) => format!(
+                "code mode snapshot limit exceeded: the journals of this host's runs would hold {bytes} bytes, over \
+                 the host's shared cap ({max}). Ask tools for smaller results, or retry once other runs have ended."
+            ),
+        };
+        self.kill_and_fail(ErrorKind::SnapshotLimitExceeded, FailurePhase::Host, message);
     }
 
     fn kill_and_fail(&mut self, kind: impl Into<ErrorKind>, phase: FailurePhase, message: String) {

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use codemode_bridge::{
-    BridgeErrorCode, BridgeMethod, CodeModeResult, Completed, ErrorCode, ErrorKind, Failed, FailurePhase,
+    BridgeErrorCode, BridgeMethod, ByteCharge, CodeModeResult, Completed, ErrorCode, ErrorKind, Failed, FailurePhase,
     PendingToolCall, Settlement, SettlementValue, WaitReason, Waiting,
 };
 use codemode_snapshot::{Checkpoint, PendingRequest, RunOwner, Slot, StoreError, YieldRequest};
@@ -134,6 +134,14 @@ fn cell_limits(inner: &Inner) -> CellLimits {
     }
 }
 
+/// The longest message the host reads from a run's worker: a report releasing `max_pending` requests of
+/// `max_request_bytes` each, plus 16 MiB for a final value (the worker cuts it at 8 MiB) and framing. A single
+/// output item is bounded by the same cap; one longer fails the run with `output_limit_exceeded`.
+fn message_cap(limits: &CellLimits) -> usize {
+    let requests = u64::from(limits.max_pending).saturating_mul(limits.max_request_bytes);
+    usize::try_from(requests.saturating_add(16 * 1024 * 1024)).unwrap_or(usize::MAX)
+}
+
 /// `exec`: checks the source, starts a worker and drives the run (the surface validated `input`).
 pub async fn exec(inner: Arc<Inner>, input: ExecInput, scope: RunScope) -> CodeModeResult {
     let prepared = match codemode_source::prepare(&input.code) {
@@ -141,7 +149,10 @@ pub async fn exec(inner: Arc<Inner>, input: ExecInput, scope: RunScope) -> CodeM
         Err(e) => return input_failure(&inner, &scope, e.message),
     };
     let worker = match inner.pool.checkout() {
-        Ok(worker) => worker,
+        Ok(mut worker) => {
+            worker.set_max_message_bytes(message_cap(&cell_limits(&inner)));
+            worker
+        }
         Err(e) => {
             return CodeModeResult::failed(
                 ErrorCode::RuntimeUnavailable,
@@ -160,6 +171,8 @@ pub async fn exec(inner: Arc<Inner>, input: ExecInput, scope: RunScope) -> CodeM
         max_output_bytes: inner.limits.max_output_bytes as usize,
         restart_safe: input.restart_safe,
         await_results: input.await_results,
+        max_journal_bytes: inner.limits.max_snapshot_bytes,
+        shared_journal: Some(inner.journals.clone()),
     });
     machine.begin(now_ms, inner.limits.timeout_ms);
     let run = LiveRun {
@@ -244,7 +257,7 @@ async fn park(inner: Arc<Inner>, mut run: LiveRun, slot: Option<Slot<LiveRun>>, 
         .iter()
         .map(|p| PendingToolCall { id: format!("bridge:{}:{}", p.method, p.id), method: p.method.clone() })
         .collect();
-    let output = machine.budget.admit_output(std::mem::take(&mut machine.new_output));
+    let output = machine.budget.deliver(std::mem::take(&mut machine.new_output));
     let telemetry = telemetry(&inner, &run.scope);
     let run_id = run.run_id.clone();
     let replay_safe = machine.replay_safe;
@@ -329,7 +342,11 @@ pub async fn wait(inner: Arc<Inner>, run_id: &str, scope: RunScope) -> CodeModeR
                 run_id: checkpoint.run_id.clone(),
                 owner: checkpoint.owner.clone(),
                 scope: inner.scopes.get(&checkpoint.owner, &inner.catalog, restored),
-                machine: RunMachine::restore(&checkpoint, cell_limits(&inner)),
+                machine: RunMachine::restore(
+                    &checkpoint,
+                    cell_limits(&inner),
+                    ByteCharge::new(inner.limits.max_snapshot_bytes, Some(inner.journals.clone())),
+                ),
                 worker: None,
                 in_flight: JoinSet::new(),
                 handles: BTreeMap::new(),
@@ -342,7 +359,10 @@ pub async fn wait(inner: Arc<Inner>, run_id: &str, scope: RunScope) -> CodeModeR
     run.machine.begin(now_ms, inner.limits.timeout_ms);
     if run.worker.is_none() {
         match inner.pool.checkout() {
-            Ok(worker) => run.worker = Some(worker),
+            Ok(mut worker) => {
+                worker.set_max_message_bytes(message_cap(&cell_limits(&inner)));
+                run.worker = Some(worker);
+            }
             Err(e) => {
                 return fail(&inner, &mut run, ErrorCode::RuntimeUnavailable, FailurePhase::Host, e.to_string());
             }
@@ -471,7 +491,7 @@ fn fail(
     error: String,
 ) -> CodeModeResult {
     let machine = &mut run.machine;
-    let output = machine.budget.admit_output(std::mem::take(&mut machine.new_output));
+    let output = machine.budget.deliver(std::mem::take(&mut machine.new_output));
     let error = inner.catalog.redact(&machine.budget.admit_error(&error));
     let error_kind = kind.into();
     CodeModeResult::Failed(Failed {
@@ -488,9 +508,9 @@ fn fail(
 
 fn complete(inner: &Inner, run: &mut LiveRun, value: Value) -> CodeModeResult {
     let machine = &mut run.machine;
-    let output = machine.budget.admit_output(std::mem::take(&mut machine.new_output));
+    let output = machine.budget.deliver(std::mem::take(&mut machine.new_output));
     // An oversized object or array is kept host-side for a later `results.load(id)` instead of being cut.
-    let bytes = value.to_string().len();
+    let bytes = codemode_bridge::json_len(&value);
     let room = machine.budget.max.saturating_sub(machine.budget.used);
     let value = if bytes > room && !machine.restart_safe && (value.is_object() || value.is_array()) {
         let session = run.owner.session_id.as_deref().unwrap_or("default");

@@ -262,19 +262,39 @@ impl Checkpoint {
         Ok(checkpoint)
     }
 
-    /// Bytes of the encoded form, what `maxSnapshotBytes` bounds.
+    /// Bytes of the encoded form, what `maxSnapshotBytes` bounds; counted without building the text.
     pub fn encoded_len(&self) -> usize {
-        self.encode().len()
+        codemode_bridge::json_len(self)
     }
 
-    /// The encoded length, if it fits `max_snapshot_bytes`.
+    /// The encoded length, if it fits `max_snapshot_bytes`. It is counted without building the text, and the
+    /// count stops as soon as it passes the cap, so an oversized checkpoint costs no memory and little time.
     ///
     /// # Errors
     ///
-    /// `SnapshotTooLarge` (code `snapshot_limit_exceeded`) when it does not.
+    /// `SnapshotTooLarge` (code `snapshot_limit_exceeded`) when it does not; its `size` is then the count at the
+    /// point it stopped (just over the cap).
     pub fn check_size(&self, max_snapshot_bytes: u64) -> Result<usize, StoreError> {
-        let size = self.encoded_len();
-        if u64::try_from(size).unwrap_or(u64::MAX) > max_snapshot_bytes {
+        struct Capped {
+            count: u64,
+            max: u64,
+        }
+        impl std::io::Write for Capped {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.count += bytes.len() as u64;
+                if self.count > self.max {
+                    return Err(std::io::Error::other("over the cap"));
+                }
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut capped = Capped { count: 0, max: max_snapshot_bytes };
+        let fits = serde_json::to_writer(&mut capped, self).is_ok();
+        let size = usize::try_from(capped.count).unwrap_or(usize::MAX);
+        if !fits {
             return Err(StoreError::SnapshotTooLarge { size, max: max_snapshot_bytes });
         }
         Ok(size)

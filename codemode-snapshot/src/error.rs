@@ -31,9 +31,9 @@ pub enum StoreError {
     #[error("code mode run is already being resumed.")]
     AlreadyResuming,
     /// The encoded checkpoint is larger than `maxSnapshotBytes`.
-    #[error("code mode snapshot is {size} bytes, over maxSnapshotBytes ({max})")]
+    #[error("code mode snapshot is over maxSnapshotBytes ({max}): at least {size} bytes")]
     SnapshotTooLarge {
-        /// Encoded size of the checkpoint.
+        /// Encoded size of the checkpoint, counted up to the point it passed the limit.
         size: usize,
         /// The limit.
         max: u64,

@@ -442,6 +442,8 @@ impl WorkerPool {
             stdout: BufReader::new(stdout),
             stderr_tail,
             line: String::new(),
+            message: Vec::new(),
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             confinement: None,
         })
     }
@@ -502,6 +504,43 @@ fn read_hello(line: &str, worker: &str, allow_slow_strings: bool) -> Result<Work
     Ok(hello)
 }
 
+/// The longest worker message a [`WorkerProcess`] reads unless told otherwise.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+/// A message buffer up to this capacity is kept for the next message; a larger one is freed.
+const KEPT_MESSAGE_BUFFER: usize = 1024 * 1024;
+
+enum LineError {
+    Io,
+    TooLong,
+}
+
+/// Reads one line, with its newline, into `line` if it is at most `max` bytes: `Ok(false)` at end of input; a
+/// longer line is not read further than `max` bytes.
+async fn read_bounded_line(
+    reader: &mut BufReader<ChildStdout>,
+    line: &mut Vec<u8>,
+    max: usize,
+) -> Result<bool, LineError> {
+    loop {
+        let available = reader.fill_buf().await.map_err(|_| LineError::Io)?;
+        if available.is_empty() {
+            return Ok(false);
+        }
+        let (take, done) = match available.iter().position(|b| *b == b'\n') {
+            Some(at) => (at + 1, true),
+            None => (available.len(), false),
+        };
+        if line.len() + take > max.saturating_add(1) {
+            return Err(LineError::TooLong);
+        }
+        line.extend_from_slice(&available[..take]);
+        reader.consume(take);
+        if done {
+            return Ok(true);
+        }
+    }
+}
+
 /// How a worker process ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Death {
@@ -513,6 +552,8 @@ pub enum Death {
     Confinement(String),
     /// Any other end: exit code or signal, with the end of its stderr.
     Other(String),
+    /// It sent a message longer than the host reads (this many bytes); the host stopped reading and killed it.
+    Oversized(usize),
 }
 
 impl Death {
@@ -529,6 +570,10 @@ impl Death {
                 format!("code mode runtime unavailable: the worker could not confine itself ({what}); {OPT_OUT_HINT}")
             }
             Death::Other(what) => format!("code mode worker ended unexpectedly ({what}); the host is unaffected"),
+            Death::Oversized(max) => format!(
+                "code mode output limit exceeded: the program produced a single output or message over {max} bytes, \
+                 more than the host reads at once. Print or return less at a time."
+            ),
         }
     }
 }
@@ -548,6 +593,10 @@ pub struct WorkerProcess {
     stdout: BufReader<ChildStdout>,
     stderr_tail: Arc<Mutex<String>>,
     line: String,
+    /// The message being read by [`WorkerProcess::recv`].
+    message: Vec<u8>,
+    /// The longest message `recv` reads; a longer one kills the worker.
+    max_message_bytes: usize,
     /// What the worker reported in its first message, once read.
     confinement: Option<ConfinementReport>,
 }
@@ -629,7 +678,15 @@ impl WorkerProcess {
         result
     }
 
-    /// The next message other than `Ready`, or how the worker died.
+    /// Sets the longest message [`recv`](Self::recv) reads (default [`DEFAULT_MAX_MESSAGE_BYTES`]): a run sets
+    /// it from its limits, so that no message is read whole into host memory without a cap.
+    pub fn set_max_message_bytes(&mut self, max: usize) {
+        self.max_message_bytes = max;
+    }
+
+    /// The next message other than `Ready`, or how the worker died. A message longer than the cap set with
+    /// [`set_max_message_bytes`](Self::set_max_message_bytes) is not read further: the worker is killed and the
+    /// death is [`Death::Oversized`].
     pub async fn recv(&mut self) -> Result<WorkerMessage, Death> {
         match self.greet().await {
             Ok(()) => {}
@@ -637,22 +694,32 @@ impl WorkerProcess {
             Err(e) => return Err(Death::Other(e.to_string())),
         }
         loop {
-            self.line.clear();
-            let read = self.stdout.read_line(&mut self.line).await;
-            match read {
-                Ok(0) | Err(_) => return Err(self.death().await),
-                Ok(_) => match serde_json::from_str::<WorkerMessage>(&self.line) {
-                    Ok(WorkerMessage::Ready) => continue,
-                    Ok(WorkerMessage::Hello(_)) => {
-                        let _ = self.child.start_kill();
-                        return Err(Death::Other("it sent a second hello".into()));
-                    }
-                    Ok(message) => return Ok(message),
-                    Err(e) => {
-                        let _ = self.child.start_kill();
-                        return Err(Death::Other(format!("it sent a malformed message: {e}")));
-                    }
-                },
+            let mut message = std::mem::take(&mut self.message);
+            message.clear();
+            let read = read_bounded_line(&mut self.stdout, &mut message, self.max_message_bytes).await;
+            let parsed = match read {
+                Ok(true) => serde_json::from_slice::<WorkerMessage>(&message),
+                Ok(false) | Err(LineError::Io) => return Err(self.death().await),
+                Err(LineError::TooLong) => {
+                    let _ = self.child.start_kill();
+                    return Err(Death::Oversized(self.max_message_bytes));
+                }
+            };
+            // A large message's buffer is not kept for the next one.
+            if message.capacity() <= KEPT_MESSAGE_BUFFER {
+                self.message = message;
+            }
+            match parsed {
+                Ok(WorkerMessage::Ready) => continue,
+                Ok(WorkerMessage::Hello(_)) => {
+                    let _ = self.child.start_kill();
+                    return Err(Death::Other("it sent a second hello".into()));
+                }
+                Ok(message) => return Ok(message),
+                Err(e) => {
+                    let _ = self.child.start_kill();
+                    return Err(Death::Other(format!("it sent a malformed message: {e}")));
+                }
             }
         }
     }

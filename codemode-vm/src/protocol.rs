@@ -166,7 +166,7 @@ pub enum WorkerMessage {
     Quiescent {
         /// Requests released to the host since the last report.
         requests: Vec<BridgeRequest>,
-        /// The program's outcome, once its promise settled.
+        /// The program's outcome, in the one report after its promise settled (it is encoded once).
         outcome: Option<GuestOutcome>,
         /// Requests released to the host and not settled yet.
         open: u32,

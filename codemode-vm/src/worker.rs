@@ -256,11 +256,8 @@ fn serve(instructions: u64, confinement: ConfinementReport) -> std::io::Result<(
                     return Err(std::io::Error::other("message out of order"));
                 }
             };
-            let done = match &step {
-                WorkerMessage::Failed { .. } => true,
-                WorkerMessage::Quiescent { outcome, open, .. } => outcome.is_some() && *open == 0,
-                _ => false,
-            };
+            // The outcome is reported once; a later report of the same cell drains its last requests.
+            let done = matches!(step, WorkerMessage::Failed { .. }) || engine.is_finished();
             write_message(&mut *out.borrow_mut(), &step)?;
             if done {
                 break;

@@ -116,6 +116,7 @@ pub struct CodeModeBuilder {
     replay_on_resume: bool,
     live_window: Option<Duration>,
     allow_slow_strings: bool,
+    host_journal_bytes: Option<u64>,
     progress: Option<ProgressHook>,
 }
 
@@ -200,6 +201,15 @@ impl CodeModeBuilder {
         self
     }
 
+    /// Bytes of journal (the tool replies a run has received, kept for replay) that all of this engine's live runs
+    /// may hold together (default 256 MiB); each run also stops at its own `maxSnapshotBytes`. A run whose
+    /// replies would pass either cap fails with `snapshot_limit_exceeded`. A gateway serves every session from one
+    /// engine, so this is the gateway's cap.
+    pub fn host_journal_bytes(mut self, bytes: u64) -> Self {
+        self.host_journal_bytes = Some(bytes);
+        self
+    }
+
     /// Builds the engine, checks one worker's hello and starts the worker pool.
     ///
     /// Call it inside a Tokio runtime (the pool's pipes are Tokio's). It blocks for as long as one worker process
@@ -257,6 +267,7 @@ impl CodeModeBuilder {
             results: codemode_run::ResultStore::default(),
             clock: Arc::new(SystemClock),
             entropy: Arc::new(codemode_run::OsEntropy),
+            journals: codemode_bridge::SharedBytes::new(self.host_journal_bytes.unwrap_or(DEFAULT_HOST_JOURNAL_BYTES)),
             scopes: codemode_run::CatalogScopes::default(),
             progress: self.progress,
             waits: codemode_run::Waits::default(),
@@ -265,6 +276,9 @@ impl CodeModeBuilder {
         Ok(CodeMode { inner })
     }
 }
+
+/// Bytes of journal all live runs of one engine hold together by default.
+pub const DEFAULT_HOST_JOURNAL_BYTES: u64 = 256 * 1024 * 1024;
 
 /// How long a parked run keeps its live worker by default.
 const DEFAULT_LIVE_WINDOW: Duration = Duration::from_secs(30);

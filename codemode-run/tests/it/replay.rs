@@ -182,6 +182,8 @@ async fn run_to_end(pool: &Arc<WorkerPool>, code: &str, choices: &[u8], replay: 
         max_output_bytes: 1 << 20,
         restart_safe: false,
         await_results: false,
+        max_journal_bytes: u64::MAX,
+        shared_journal: None,
     });
     let mut host = Host {
         in_flight: BTreeSet::new(),

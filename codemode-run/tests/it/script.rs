@@ -222,6 +222,8 @@ pub fn fresh(await_results: bool) -> RunMachine {
         max_output_bytes: 4096,
         restart_safe: false,
         await_results,
+        max_journal_bytes: u64::MAX,
+        shared_journal: None,
     })
 }
 

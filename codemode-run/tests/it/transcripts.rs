@@ -313,7 +313,8 @@ fn a_timer_pending_at_park_runs_again_in_a_restored_run_for_the_delay_it_had_lef
             due_ms: run.timer_due(id),
         })
         .collect();
-    let mut restored = RunMachine::restore(&checkpoint, CellLimits::default());
+    let mut restored =
+        RunMachine::restore(&checkpoint, CellLimits::default(), codemode_bridge::ByteCharge::new(u64::MAX, None));
     stage.advance(1_250);
     let resumed = stage.play(
         &mut restored,

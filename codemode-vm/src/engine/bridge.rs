@@ -142,15 +142,14 @@ impl BridgeState {
         self.in_flight = self.in_flight.saturating_sub(1);
         let payload = match value {
             SettlementValue::Ok { value } => {
-                let bytes = serde_json::to_string(value).map(|s| s.len() as u64).unwrap_or(0);
+                let bytes = codemode_bridge::json_len(value) as u64;
                 if self.inbox_used + bytes > self.limits.inbox_bytes {
                     Err(RequestError {
                         code: BridgeErrorCode::InvalidInput,
-                        message: format!(
-                            "Code Mode program-data budget exceeded: this reply is {bytes} bytes and the program has \
-                             {} of {} bytes left. Ask tools for smaller results (filters, limits, pagination).",
+                        message: codemode_bridge::inbox_overflow_message(
+                            bytes,
                             self.limits.inbox_bytes.saturating_sub(self.inbox_used),
-                            self.limits.inbox_bytes
+                            self.limits.inbox_bytes,
                         ),
                     })
                 } else {

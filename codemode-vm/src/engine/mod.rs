@@ -42,6 +42,10 @@ pub struct Engine {
     clock: Rc<VirtualClock>,
     hooks: JsObject,
     top: Option<JsPromise>,
+    /// Whether the program's promise settled and its outcome was encoded (once: encoding runs guest code).
+    settled: bool,
+    /// The encoded outcome until a report carries it to the host.
+    outcome: Option<GuestOutcome>,
     finished: bool,
     /// Lines of the user's source: frames past it belong to the wrapper.
     user_lines: u32,
@@ -76,7 +80,18 @@ impl Engine {
         let prelude = prelude.as_object().expect("the prelude evaluates to a function");
         let hooks = prelude.call(&JsValue::undefined(), &[natives.into()], &mut context)?;
         let hooks = hooks.as_object().expect("the prelude returns its hooks object");
-        Ok(Engine { context, state, clock, hooks, top: None, finished: false, user_lines: 0, installed: false })
+        Ok(Engine {
+            context,
+            state,
+            clock,
+            hooks,
+            top: None,
+            settled: false,
+            outcome: None,
+            finished: false,
+            user_lines: 0,
+            installed: false,
+        })
     }
 
     /// Installs the run's globals, starts the program, replays the journal and returns the first live report.
@@ -109,6 +124,9 @@ impl Engine {
         if let Err(e) = self.context.run_jobs() {
             return self.engine_error(e);
         }
+        // Each round was delivered at a quiescent point where the recorded run had encoded its outcome if its
+        // promise had settled; encoding runs guest code (getters may make requests), so replay does the same.
+        self.encode_outcome();
         for round in &start.journal.rounds {
             if let Some(step) = self.check() {
                 return step;
@@ -119,6 +137,7 @@ impl Engine {
             if let Err(e) = self.context.run_jobs() {
                 return self.engine_error(e);
             }
+            self.encode_outcome();
         }
         self.state.borrow_mut().finish_replay();
         self.report()
@@ -204,20 +223,17 @@ impl Engine {
             self.finished = true;
             return step;
         }
-        let outcome = match self.top.as_ref().map(JsPromise::state) {
-            Some(PromiseState::Fulfilled(value)) => Some(self.returned(&value)),
-            Some(PromiseState::Rejected(reason)) => Some(self.threw(&reason)),
-            Some(PromiseState::Pending) | None => None,
-        };
+        self.encode_outcome();
         // Encoding the value runs guest code (getters, toJSON, proxy traps), which may exhaust the budget.
         if let Some(step) = self.check() {
             self.finished = true;
             return step;
         }
+        let outcome = self.outcome.take();
         let mut state = self.state.borrow_mut();
         state.release_queued();
         let open = state.open_count();
-        if outcome.is_none() && open == 0 {
+        if !self.settled && open == 0 {
             self.finished = true;
             return failure(
                 CellFailure::Stalled,
@@ -227,11 +243,32 @@ impl Engine {
                     .into(),
             );
         }
-        if outcome.is_some() && open == 0 {
+        if self.settled && open == 0 {
             self.finished = true;
         }
         let (requests, canceled) = state.take_released();
         WorkerMessage::Quiescent { requests, outcome, open, canceled }
+    }
+
+    /// Whether the cell is over: its program settled with nothing open, or it failed.
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// Encodes the program's outcome the first time its promise is found settled, and never again: the value's
+    /// getters, `toJSON` and proxy traps (and a thrown error's) run once, as `JSON.stringify` would run them once
+    /// in Node, however many quiescent points the cell still passes while its requests drain.
+    fn encode_outcome(&mut self) {
+        if self.settled {
+            return;
+        }
+        let outcome = match self.top.as_ref().map(JsPromise::state) {
+            Some(PromiseState::Fulfilled(value)) => self.returned(&value),
+            Some(PromiseState::Rejected(reason)) => self.threw(&reason),
+            Some(PromiseState::Pending) | None => return,
+        };
+        self.settled = true;
+        self.outcome = Some(outcome);
     }
 
     fn returned(&mut self, value: &JsValue) -> GuestOutcome {

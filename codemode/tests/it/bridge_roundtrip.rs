@@ -1,5 +1,5 @@
 //! Property: any JSON value a tool returns crosses the bridge into the guest and back out as the cell's value
-//! unchanged, and a value over the per-result limit fails with an error that names the limit.
+//! unchanged, and a value over the per-result bound (`maxOutputBytes`) arrives as the truncation marker.
 //!
 //! Equality is JSON equality: numbers compare as numbers (`3.0` and `3` are the same JSON number, as are `-0` and
 //! `0`), and object keys compare as a set (JavaScript orders integer-like keys first).
@@ -91,21 +91,18 @@ proptest! {
 }
 
 #[test]
-fn a_result_over_the_limit_fails_with_a_clear_error() {
+fn a_result_over_max_output_bytes_arrives_as_a_truncation_marker() {
     let (runtime, host, code_mode) = rig();
+    let max = harness::limits().max_output_bytes;
     let huge = Value::String("x".repeat(9 * 1024 * 1024));
-    let caught = "try { await give({}); return 'delivered'; } catch (e) { return [e.code, e.message]; }";
-    match give(&runtime, &host, &code_mode, huge.clone(), caught) {
+    let read = "const r = await give({}); return [r.truncated, r.omittedBytes, r.guidance, JSON.stringify(r).length];";
+    match give(&runtime, &host, &code_mode, huge, read) {
         CodeModeResult::Completed(c) => {
-            let text = c.value.to_string();
-            assert!(text.contains("tool_error") && text.contains("limit"), "{text}");
-        }
-        other => panic!("{other:?}"),
-    }
-    match give(&runtime, &host, &code_mode, huge, "return await give({})") {
-        CodeModeResult::Failed(f) => {
-            assert_eq!((f.code.as_str(), f.error_kind.as_str()), ("internal_error", "guest_error"));
-            assert!(f.error.contains("limit"), "{}", f.error);
+            assert_eq!(c.value[0], json!(true), "{}", c.value);
+            let omitted = c.value[1].as_u64().expect("omittedBytes");
+            assert!(omitted > 9 * 1024 * 1024 - max && omitted < 9 * 1024 * 1024, "{omitted}");
+            assert_eq!(c.value[2], json!(codemode::bridge::TRUNCATION_GUIDANCE));
+            assert!(c.value[3].as_u64().expect("a length") <= max, "the marker fits maxOutputBytes");
         }
         other => panic!("{other:?}"),
     }

@@ -7,5 +7,6 @@ mod exec;
 mod harness;
 mod host_integration;
 mod lifecycle;
+mod memory;
 mod support;
 mod wait;
