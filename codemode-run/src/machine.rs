@@ -202,8 +202,6 @@ pub fn death_kind(death: &Death) -> (ErrorKind, FailurePhase) {
         // A message over the host's read cap: the host stopped reading and killed the worker.
         Death::Oversized(_) => (ErrorKind::OutputLimitExceeded, FailurePhase::Bridge),
         Death::Other(_) | Death::Confinement(_) => (ErrorKind::RuntimeUnavailable, FailurePhase::Host),
-        // The host stopped reading a message over its cap and killed the worker.
-        Death::Oversized(_) => (ErrorKind::OutputLimitExceeded, FailurePhase::Bridge),
     }
 }
 
