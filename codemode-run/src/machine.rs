@@ -390,6 +390,7 @@ impl RunMachine {
                     CellFailure::InvalidInput => (ErrorCode::InvalidInput, FailurePhase::Bridge),
                     CellFailure::Stalled | CellFailure::EngineLimit => (ErrorCode::GuestError, FailurePhase::Guest),
                     CellFailure::Internal => (ErrorCode::InternalError, FailurePhase::Host),
+                    CellFailure::UnhandledRejection => (ErrorCode::InternalError, FailurePhase::Guest),
                 };
                 self.finish(Ending::Failed { code, phase, message });
             }

@@ -62,7 +62,7 @@ pub use codemode_vm::confine::Confinement;
 use codemode_catalog::{Catalog, CatalogOptions};
 use codemode_snapshot::{CheckpointBackend, FileBackend, MemoryBackend, RunStore, SessionStore, SystemClock};
 use codemode_vm::pool::{PoolConfig, WorkerCommand, WorkerPool};
-use codemode_vm::protocol::{GuestGlobals, GuestNamespace};
+use codemode_vm::protocol::{GuestApiFile, GuestGlobals, GuestNamespace};
 
 use codemode_run::Inner;
 
@@ -359,15 +359,17 @@ fn guest_globals(catalog: &Catalog) -> GuestGlobals {
             tools: server.tools.iter().map(|t| (t.js_name.clone(), t.name.clone())).collect(),
         })
         .collect();
-    let mut api_files = Vec::new();
-    if let Ok(files) = catalog.api_list("mcp") {
-        for file in files {
-            if let Ok(content) = catalog.api_read(&file.path) {
-                api_files.push((file.path, content));
-            }
-        }
-    }
-    GuestGlobals { tools, mcp, api_files }
+    let api_files = catalog
+        .api_files_with_content()
+        .into_iter()
+        .map(|f| GuestApiFile { path: f.path, description: f.description, content: f.content })
+        .collect();
+    let handles = catalog
+        .all()
+        .into_iter()
+        .map(|h| serde_json::to_value(h).expect("handle metadata serializes to JSON"))
+        .collect();
+    GuestGlobals { tools, mcp, api_files, handles }
 }
 
 fn tools_digest(catalog: &Catalog) -> String {

@@ -1,16 +1,19 @@
 //! Determinism and lockdown hooks of a guest context: the virtual clock, UTC, no string compilation, a seeded
-//! `Math.random`.
+//! `Math.random`, and the tracker of promises rejected without a handler.
 //!
 //! Invariant: nothing the guest can observe depends on the real time, the host's time zone or real randomness; all
 //! of it comes from the run's journal (start clock, round clocks, seed), so replay sees the same values.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 
+use boa_engine::builtins::promise::OperationType;
 use boa_engine::context::time::JsInstant;
 use boa_engine::context::{Clock, HostHooks};
 use boa_engine::native_function::NativeFunction;
 use boa_engine::realm::Realm;
-use boa_engine::{Context, JsNativeError, JsResult, JsString, JsValue, js_string};
+use boa_engine::object::builtins::JsPromise;
+use boa_engine::{Context, JsNativeError, JsObject, JsResult, JsString, JsValue, js_string};
 
 /// The clock the guest reads: set by the host at the start of a run and at every delivery round.
 #[derive(Debug, Default)]
@@ -35,10 +38,51 @@ impl Clock for VirtualClock {
     }
 }
 
+/// The promises rejected while no handler was attached and not handled since, oldest first (the engine's
+/// HostPromiseRejectionTracker). A handler attached later, even after the run parked and resumed, removes its
+/// promise again.
+#[derive(Clone, Default)]
+pub struct Rejections(Rc<RefCell<Vec<JsObject>>>);
+
+impl Rejections {
+    /// The reason of the oldest rejection still unhandled, leaving out `except` (the program's own promise, whose
+    /// rejection the cell reports as the program's error).
+    pub fn first_unhandled(&self, except: Option<&JsPromise>) -> Option<JsValue> {
+        let except: Option<JsObject> = except.map(|p| (**p).clone().upcast());
+        self.0.borrow().iter().filter(|p| Some(*p) != except.as_ref()).find_map(|p| {
+            let promise = JsPromise::from_object(p.clone()).ok()?;
+            match promise.state() {
+                boa_engine::builtins::promise::PromiseState::Rejected(reason) => Some(reason),
+                _ => None,
+            }
+        })
+    }
+}
+
 /// Host hooks of a guest context.
 pub struct GuestHooks;
 
 impl HostHooks for GuestHooks {
+    fn promise_rejection_tracker(
+        &self,
+        promise: &JsObject<boa_engine::builtins::promise::Promise>,
+        operation: OperationType,
+        context: &mut Context,
+    ) {
+        let Some(rejections) = context.get_data::<Rejections>() else { return };
+        let promise = promise.clone().upcast();
+        let mut list = rejections.0.borrow_mut();
+        match operation {
+            OperationType::Reject => list.push(promise),
+            // Handlers are usually attached to recent rejections: search from the end.
+            OperationType::Handle => {
+                if let Some(at) = list.iter().rposition(|p| *p == promise) {
+                    list.remove(at);
+                }
+            }
+        }
+    }
+
     fn ensure_can_compile_strings(
         &self,
         _realm: Realm,

@@ -4,6 +4,7 @@ mod appends;
 mod confine;
 mod encode;
 mod globals;
+mod guest_api;
 mod handshake;
 mod natives;
 mod pure;
