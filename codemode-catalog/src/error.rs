@@ -32,7 +32,9 @@ pub enum CatalogError {
         path: String,
     },
     /// `$api` named a server or tool that is not in the run.
-    #[error("unknown MCP tool \"{tool}\" on server \"{server}\"; Object.keys(MCP) lists the servers and Object.keys(MCP.<server>) their tools")]
+    #[error(
+        "unknown MCP tool \"{tool}\" on server \"{server}\"; Object.keys(MCP) lists the servers and Object.keys(MCP.<server>) their tools"
+    )]
     UnknownMcpTool {
         /// The server's own name.
         server: String,

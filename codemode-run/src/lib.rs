@@ -41,7 +41,7 @@ pub struct Inner {
     pub host: Arc<dyn ToolHost>,
     /// The worker processes.
     pub pool: Arc<WorkerPool>,
-    /// Parked runs.
+    /// Parked runs; a clone of the engine's store in the `Inner` of a per-run catalog.
     pub runs: RunStore<LiveRun>,
     /// The session store behind `store`/`load`.
     pub sessions: SessionStore,
@@ -49,8 +49,8 @@ pub struct Inner {
     pub tools_digest: String,
     /// Whether a parked run drops its worker, so every `wait` resumes by replay.
     pub replay_on_resume: bool,
-    /// Oversized final values kept for `results.load`.
-    pub results: ResultStore,
+    /// Oversized final values kept for `results.load`; shared by the engine's per-run catalogs.
+    pub results: Arc<ResultStore>,
     /// The clock of deadlines, park times and the guest's virtual clock.
     pub clock: Arc<dyn Clock>,
     /// Where a new run's `Math.random` seed comes from.

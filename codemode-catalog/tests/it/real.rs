@@ -118,7 +118,10 @@ fn mcp_namespace_and_declaration_files() {
     let found = catalog.search("create issue", None).unwrap();
     let first = found.first().expect("an MCP match");
     assert!(first.callable_name.starts_with("MCP.") && first.callable_name.ends_with(".createIssue"), "{first:?}");
-    assert_eq!(first.api_path.as_deref(), Some(format!("mcp/{}.d.ts", first.callable_name.split('.').nth(1).unwrap()).as_str()));
+    assert_eq!(
+        first.api_path.as_deref(),
+        Some(format!("mcp/{}.d.ts", first.callable_name.split('.').nth(1).unwrap()).as_str())
+    );
     assert!(catalog.all().is_empty());
     let files: Vec<String> = catalog.api_list("mcp").unwrap().into_iter().map(|f| f.path).collect();
     assert_eq!(files.len(), 11);

@@ -453,7 +453,10 @@ fn api_read(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<Js
     check_api_path(&path, context)?;
     let lazy = lazy_globals(context);
     let Some(file) = lazy.as_ref().and_then(|lazy| lazy.files.iter().find(|f| f.path == path)) else {
-        return Err(invalid_input(format!("unknown api path \"{path}\"; API.list() shows the available files"), context));
+        return Err(invalid_input(
+            format!("unknown api path \"{path}\"; API.list() shows the available files"),
+            context,
+        ));
     };
     let mut value = file_meta(file);
     value.insert("content".into(), Value::String(file.content.clone()));

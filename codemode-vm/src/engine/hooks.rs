@@ -11,8 +11,8 @@ use boa_engine::builtins::promise::OperationType;
 use boa_engine::context::time::JsInstant;
 use boa_engine::context::{Clock, HostHooks};
 use boa_engine::native_function::NativeFunction;
-use boa_engine::realm::Realm;
 use boa_engine::object::builtins::JsPromise;
+use boa_engine::realm::Realm;
 use boa_engine::{Context, JsNativeError, JsObject, JsResult, JsString, JsValue, js_string};
 
 /// The clock the guest reads: set by the host at the start of a run and at every delivery round.
@@ -42,19 +42,28 @@ impl Clock for VirtualClock {
 /// HostPromiseRejectionTracker). A handler attached later, even after the run parked and resumed, removes its
 /// promise again.
 #[derive(Clone, Default)]
-pub struct Rejections(Rc<RefCell<Vec<JsObject>>>);
+pub struct Rejections(Rc<RefCell<Tracked>>);
+
+/// Each unhandled promise with the order it was rejected in: a map, so that a flood of rejections handled in any
+/// order costs constant time per operation.
+#[derive(Default)]
+struct Tracked {
+    next: u64,
+    promises: std::collections::HashMap<JsObject, u64>,
+}
 
 impl Rejections {
     /// The reason of the oldest rejection still unhandled, leaving out `except` (the program's own promise, whose
     /// rejection the cell reports as the program's error).
     pub fn first_unhandled(&self, except: Option<&JsPromise>) -> Option<JsValue> {
         let except: Option<JsObject> = except.map(|p| (**p).clone().upcast());
-        self.0.borrow().iter().filter(|p| Some(*p) != except.as_ref()).find_map(|p| {
-            let promise = JsPromise::from_object(p.clone()).ok()?;
-            match promise.state() {
-                boa_engine::builtins::promise::PromiseState::Rejected(reason) => Some(reason),
-                _ => None,
-            }
+        let tracked = self.0.borrow();
+        let mut left: Vec<(&JsObject, u64)> =
+            tracked.promises.iter().filter(|(p, _)| Some(*p) != except.as_ref()).map(|(p, &n)| (p, n)).collect();
+        left.sort_by_key(|&(_, n)| n);
+        left.into_iter().find_map(|(p, _)| match JsPromise::from_object(p.clone()).ok()?.state() {
+            boa_engine::builtins::promise::PromiseState::Rejected(reason) => Some(reason),
+            _ => None,
         })
     }
 }
@@ -71,14 +80,15 @@ impl HostHooks for GuestHooks {
     ) {
         let Some(rejections) = context.get_data::<Rejections>() else { return };
         let promise = promise.clone().upcast();
-        let mut list = rejections.0.borrow_mut();
+        let mut tracked = rejections.0.borrow_mut();
         match operation {
-            OperationType::Reject => list.push(promise),
-            // Handlers are usually attached to recent rejections: search from the end.
+            OperationType::Reject => {
+                let order = tracked.next;
+                tracked.next += 1;
+                tracked.promises.insert(promise, order);
+            }
             OperationType::Handle => {
-                if let Some(at) = list.iter().rposition(|p| *p == promise) {
-                    list.remove(at);
-                }
+                tracked.promises.remove(&promise);
             }
         }
     }

@@ -102,7 +102,17 @@ impl Engine {
         let prelude = prelude.as_object().expect("the prelude evaluates to a function");
         let hooks = prelude.call(&JsValue::undefined(), &[natives.into()], &mut context)?;
         let hooks = hooks.as_object().expect("the prelude returns its hooks object");
-        Ok(Engine { context, state, clock, rejections, hooks, top: None, finished: false, user_lines: 0, installed: false })
+        Ok(Engine {
+            context,
+            state,
+            clock,
+            rejections,
+            hooks,
+            top: None,
+            finished: false,
+            user_lines: 0,
+            installed: false,
+        })
     }
 
     /// Installs the run's globals, starts the program, replays the journal and returns the first live report.

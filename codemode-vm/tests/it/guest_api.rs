@@ -73,7 +73,10 @@ fn catalog_all_and_api_files_answer_without_a_request() {
     assert_eq!(value["names"], json!(["echo"]));
     assert_eq!(value["label"], "echo");
     assert_eq!(value["callable"], "function");
-    assert_eq!(value["files"][1], json!({ "path": "tools/echo.d.ts", "description": "about tools/echo.d.ts", "bytes": 56 }));
+    assert_eq!(
+        value["files"][1],
+        json!({ "path": "tools/echo.d.ts", "description": "about tools/echo.d.ts", "bytes": 56 })
+    );
     assert_eq!(value["mcp"], json!(["mcp/index.d.ts", "mcp/fs.d.ts"]));
     assert_eq!(value["read"].as_array().map(Vec::len), Some(4));
     assert_eq!(value["read"][1]["path"], "tools/echo.d.ts");
