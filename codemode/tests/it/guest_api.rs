@@ -162,6 +162,7 @@ async fn an_unhandled_rejection_fails_the_cell() {
         let (code, error) = failure(&r);
         assert_eq!(code, "internal_error", "{program}");
         assert!(error.contains("promise rejection unhandled"), "{program}: {error}");
+        assert_eq!(serde_json::to_value(&r).unwrap()["errorKind"], "unhandled_rejection", "{program}");
     }
     let handled = exec(
         &engine,

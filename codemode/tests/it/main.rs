@@ -7,5 +7,6 @@ mod embed;
 mod exec;
 mod guest_api;
 mod harness;
+mod host_integration;
 mod support;
 mod wait;
