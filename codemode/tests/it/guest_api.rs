@@ -160,9 +160,9 @@ async fn an_unhandled_rejection_fails_the_cell() {
     ] {
         let r = exec(&engine, program).await;
         let (code, error) = failure(&r);
-        assert_eq!(code, "internal_error", "{program}");
+        assert_eq!(code, "unhandled_rejection", "{program}");
         assert!(error.contains("promise rejection unhandled"), "{program}: {error}");
-        assert_eq!(serde_json::to_value(&r).unwrap()["errorKind"], "unhandled_rejection", "{program}");
+        assert_eq!(serde_json::to_value(&r).unwrap()["code"], "internal_error", "{program}");
     }
     let handled = exec(
         &engine,
