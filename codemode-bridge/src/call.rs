@@ -102,13 +102,13 @@ pub enum ApiArgs {
         /// The file's path.
         path: String,
     },
-    /// `MCP.<server>.api(tool?, {schema})`: the server's API file.
+    /// `MCP.<server>.$api(tool?, {schema})`: the server's API header, narrowed to `tool` when given.
     McpApi {
         /// The MCP server's own name.
         server: String,
-        /// The tool the guest asked about; the host serves the whole file either way.
+        /// The tool the guest asked about, or `None` for the whole server.
         tool: Option<String>,
-        /// Whether the guest asked for schemas; the host serves the whole file either way.
+        /// Whether the header carries the input JSON Schema.
         schema: bool,
     },
 }

@@ -1,5 +1,5 @@
-//! TypeScript-style declaration files for `API.read`: `tools/<callable>.d.ts`, `mcp/index.d.ts` and
-//! `mcp/<server>.d.ts`.
+//! TypeScript-style declaration files for `API.read`: `results.d.ts`, `tools/<callable>.d.ts`, `mcp/index.d.ts`
+//! and `mcp/<server>.d.ts`.
 //!
 //! Not a compiler-grade schema translation: unsupported keywords degrade to `unknown`. Invariant: every file is
 //! bounded (32,768 characters, depth 12, 256 properties per object, 4,096 schema nodes), so a hostile schema
@@ -191,6 +191,22 @@ pub fn tool_file(callable: &str, description: &str, parameters: &Value, output: 
     bound(out)
 }
 
+/// The path of the results and session-store declarations.
+pub const RESULTS_PATH: &str = "results.d.ts";
+/// What `API.list()` says `results.d.ts` declares.
+pub const RESULTS_DESCRIPTION: &str = "Saved results of earlier cells and small JSON values kept in this session.";
+/// `results.d.ts`: `results.load`, `store` and `load`, as the prelude installs them.
+pub const RESULTS_FILE: &str = "/** Results an earlier cell's oversized value was saved under (its `reference.id`). */
+declare const results: {
+  /** Read a saved result: a detached JSON copy. Rejects when it expired or was evicted. */
+  load(id: string): Promise<unknown>;
+};
+/** Keep a small JSON value across cells of this session (not in restartSafe cells). */
+declare function store(key: string, value: unknown): Promise<void>;
+/** Read a value kept with store, or null when there is none (not in restartSafe cells). */
+declare function load(key: string): Promise<unknown>;
+";
+
 /// Shared MCP result types, declared once per server file.
 pub const MCP_TYPES: &str =
     "type McpToolResult = { content: unknown[]; structuredContent?: unknown; isError?: boolean };
@@ -198,6 +214,7 @@ type McpResourcesListResult = { resources: unknown[]; nextCursor?: string };
 type McpResourcesReadResult = { contents: unknown[] };
 type McpPromptsListResult = { prompts: unknown[]; nextCursor?: string };
 type McpPromptsGetResult = { messages: unknown[]; description?: string };
+/** `server` is the name under MCP; `tools` the tools declared; `schema` the input JSON Schema (by tool when not narrowed). */
 type McpApiHeader = { server: string; tools: string[]; declaration: string; schema?: unknown };
 ";
 
@@ -217,7 +234,7 @@ pub fn mcp_server_file(server_global: &str, raw_server: &str, tools: &[McpToolDe
     let mut out = String::from(MCP_TYPES);
     let _ = writeln!(out, "\n/** MCP server \"{}\": {} tools. */", doc_text(raw_server), tools.len());
     let _ = writeln!(out, "declare namespace MCP.{server_global} {{");
-    out.push_str("  /** Return this TypeScript-style API header, or one tool's header and schema. */\n");
+    out.push_str("  /** Return this API header, or one tool's; with { schema: true } also the input JSON Schema. */\n");
     out.push_str("  function $api(toolName?: string, options?: { schema?: boolean }): Promise<McpApiHeader>;\n");
     for tool in tools {
         out.push('\n');

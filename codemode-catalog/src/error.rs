@@ -31,4 +31,14 @@ pub enum CatalogError {
         /// The path as the guest gave it.
         path: String,
     },
+    /// `$api` named a server or tool that is not in the run.
+    #[error(
+        "unknown MCP tool \"{tool}\" on server \"{server}\"; Object.keys(MCP) lists the servers and Object.keys(MCP.<server>) their tools"
+    )]
+    UnknownMcpTool {
+        /// The server's own name.
+        server: String,
+        /// The tool as the guest named it (empty when the server is unknown).
+        tool: String,
+    },
 }

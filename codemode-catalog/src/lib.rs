@@ -32,6 +32,8 @@ use validate::LazyValidator;
 pub const TOOL_SEARCH_CONTROLS: &[&str] = &["tool_search", "tool_describe", "tool_call", "tool_search_code"];
 /// Names inside an `MCP.<server>` namespace that tools cannot take.
 const MCP_SERVER_MEMBERS: &[&str] = &["$api", "resources", "prompts"];
+/// What the search index reads for an MCP entry's schema: nothing.
+static NO_SCHEMA: Value = Value::Null;
 /// Longest description a handle carries; `describe()` has the full text.
 const MAX_HANDLE_DESCRIPTION_CHARS: usize = 1_024;
 
@@ -88,9 +90,8 @@ pub struct HandleMeta {
     pub callable_name: String,
     /// The tool's own name.
     pub tool_name: String,
-    /// The tool's title, when it has one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub label: Option<String>,
+    /// The tool's label, or its name when it has none.
+    pub label: String,
     /// The description, bounded.
     pub description: String,
     /// `openclaw`, `client` or `mcp`.
@@ -141,6 +142,18 @@ pub struct ApiFile {
     pub path: String,
     /// What the file declares.
     pub description: String,
+}
+
+/// A virtual file with its content, as a worker serves it to `API.read` without asking the host.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiFileContent {
+    /// The path to pass to `API.read`.
+    pub path: String,
+    /// What the file declares.
+    pub description: String,
+    /// The declarations.
+    pub content: String,
 }
 
 /// The run's tool catalog.
@@ -393,8 +406,8 @@ impl Catalog {
         Ok(n as usize)
     }
 
-    /// `catalog.search(query, { limit })`: an exact (then case-insensitive) name match alone, else BM25 ranking.
-    /// MCP entries are not searched.
+    /// `catalog.search(query, { limit })`: an exact (then case-insensitive) name match alone, else BM25 ranking,
+    /// over native and MCP entries together (an MCP entry matches by its `MCP.<server>.<tool>` path or tool name).
     ///
     /// # Errors
     ///
@@ -406,27 +419,44 @@ impl Catalog {
         if q.is_empty() {
             return Ok(Vec::new());
         }
-        let exact =
-            self.by_callable(q).or_else(|| self.entries.iter().find(|e| e.definition.name == q)).or_else(|| {
-                self.entries
-                    .iter()
+        let searched = || self.entries.iter().chain(&self.mcp_entries);
+        let exact = self
+            .by_callable(q)
+            .or_else(|| searched().find(|e| e.callable_name == q || e.definition.name == q))
+            .or_else(|| {
+                searched()
                     .find(|e| e.callable_name.eq_ignore_ascii_case(q) || e.definition.name.eq_ignore_ascii_case(q))
             });
         if let Some(entry) = exact {
             return Ok(vec![self.handle(entry)]);
         }
-        let names: Vec<&str> = self.entries.iter().map(|e| e.callable_name.as_str()).collect();
-        Ok(self.search_index().rank(q, &names).into_iter().take(limit).map(|i| self.handle(&self.entries[i])).collect())
+        let names: Vec<&str> = searched().map(|e| e.callable_name.as_str()).collect();
+        Ok(self
+            .search_index()
+            .rank(q, &names)
+            .into_iter()
+            .take(limit)
+            .map(|i| self.handle(self.searched_entry(i)))
+            .collect())
     }
 
-    /// The search index, built on first use.
+    /// The entry behind a search document: native entries first, then MCP entries.
+    fn searched_entry(&self, doc: usize) -> &CatalogEntry {
+        match doc.checked_sub(self.entries.len()) {
+            Some(mcp) => &self.mcp_entries[mcp],
+            None => &self.entries[doc],
+        }
+    }
+
+    /// The search index over native then MCP entries, built on first use. MCP schemas are untrusted and stay out
+    /// of it; their names, labels and descriptions are indexed.
     pub fn search_index(&self) -> &search::SearchIndex {
         self.search.get_or_init(|| {
-            search::SearchIndex::build(self.entries.iter().map(|e| search::DocText {
+            search::SearchIndex::build(self.entries.iter().chain(&self.mcp_entries).map(|e| search::DocText {
                 names: [e.callable_name.as_str(), e.definition.name.as_str()],
                 label: e.definition.label.as_deref(),
                 description: &e.definition.description,
-                parameters: &e.definition.parameters,
+                parameters: if e.definition.source == ToolSource::Mcp { &NO_SCHEMA } else { &e.definition.parameters },
             }))
         })
     }
@@ -446,7 +476,7 @@ impl Catalog {
         HandleMeta {
             callable_name: entry.callable_name.clone(),
             tool_name: def.name.clone(),
-            label: def.label.clone(),
+            label: def.label.clone().unwrap_or_else(|| def.name.clone()),
             description: bounded(&def.description, MAX_HANDLE_DESCRIPTION_CHARS),
             source: def.source.guest_label().to_owned(),
             input: entry.input_hint.clone(),
@@ -463,14 +493,12 @@ impl Catalog {
             "callableName": entry.callable_name,
             "name": def.name,
             "description": def.description,
+            "label": def.label.as_deref().unwrap_or(&def.name),
             "source": def.source.guest_label(),
             "input": entry.input_hint,
             "parameters": def.parameters,
         });
         if let Some(obj) = out.as_object_mut() {
-            if let Some(label) = &def.label {
-                obj.insert("label".into(), json!(label));
-            }
             if let Some(output) = &entry.output_hint {
                 obj.insert("output".into(), json!(output));
             }
@@ -543,14 +571,11 @@ impl Catalog {
     }
 
     fn api_files(&self) -> Vec<ApiFile> {
-        let mut files: Vec<ApiFile> = self
-            .entries
-            .iter()
-            .map(|e| ApiFile {
-                path: format!("tools/{}.d.ts", e.callable_name),
-                description: format!("declaration of the {} global", e.callable_name),
-            })
-            .collect();
+        let mut files = vec![ApiFile { path: dts::RESULTS_PATH.into(), description: dts::RESULTS_DESCRIPTION.into() }];
+        files.extend(self.entries.iter().map(|e| ApiFile {
+            path: format!("tools/{}.d.ts", e.callable_name),
+            description: format!("declaration of the {} global", e.callable_name),
+        }));
         if !self.mcp_servers.is_empty() {
             files.push(ApiFile { path: "mcp/index.d.ts".into(), description: "the MCP servers of this run".into() });
             for s in &self.mcp_servers {
@@ -561,6 +586,17 @@ impl Catalog {
             }
         }
         files
+    }
+
+    /// Every declaration file with its content, in `API.list()` order: what a worker serves without a request.
+    pub fn api_files_with_content(&self) -> Vec<ApiFileContent> {
+        self.api_files()
+            .into_iter()
+            .filter_map(|f| {
+                let content = self.api_read(&f.path).ok()?;
+                Some(ApiFileContent { path: f.path, description: f.description, content })
+            })
+            .collect()
     }
 
     /// `API.list(prefix)`: virtual declaration files whose path starts with `prefix`.
@@ -582,6 +618,9 @@ impl Catalog {
     pub fn api_read(&self, path: &str) -> Result<String, CatalogError> {
         check_segments(path)?;
         let unknown = || CatalogError::UnknownApiPath { path: path.to_owned() };
+        if path == dts::RESULTS_PATH {
+            return Ok(dts::RESULTS_FILE.to_owned());
+        }
         if let Some(name) = path.strip_prefix("tools/").and_then(|p| p.strip_suffix(".d.ts")) {
             let entry = self.by_callable(name).ok_or_else(unknown)?;
             let def = &entry.definition;
@@ -598,19 +637,57 @@ impl Catalog {
         }
         if let Some(global) = path.strip_prefix("mcp/").and_then(|p| p.strip_suffix(".d.ts")) {
             let server = self.mcp_servers.iter().find(|s| s.global_name == global).ok_or_else(unknown)?;
-            let decls: Vec<dts::McpToolDecl<'_>> = server
-                .tools
-                .iter()
-                .zip(&server.entries)
-                .map(|(t, &i)| dts::McpToolDecl {
-                    js_name: &t.js_name,
-                    description: &self.mcp_entries[i].definition.description,
-                    parameters: &self.mcp_entries[i].definition.parameters,
-                })
-                .collect();
-            return Ok(dts::mcp_server_file(&server.global_name, &server.name, &decls));
+            return Ok(dts::mcp_server_file(&server.global_name, &server.name, &self.mcp_decls(server, None)));
         }
         Err(unknown())
+    }
+
+    fn mcp_decls<'a>(&'a self, server: &'a McpServer, only: Option<&str>) -> Vec<dts::McpToolDecl<'a>> {
+        server
+            .tools
+            .iter()
+            .zip(&server.entries)
+            .filter(|(t, _)| only.is_none_or(|js| t.js_name == js))
+            .map(|(t, &i)| dts::McpToolDecl {
+                js_name: &t.js_name,
+                description: &self.mcp_entries[i].definition.description,
+                parameters: &self.mcp_entries[i].definition.parameters,
+            })
+            .collect()
+    }
+
+    /// `MCP.<server>.$api(toolName?, { schema? })`: the server's `McpApiHeader` (`{ server, tools, declaration,
+    /// schema? }`), narrowed to one tool (by its name under `MCP.<server>` or its own name) when `tool` is given.
+    /// `schema` adds the tool's input JSON Schema, or for the whole server an object of schemas by tool.
+    /// `server` is the server's own name, as the bridge carries it.
+    ///
+    /// # Errors
+    ///
+    /// [`CatalogError::UnknownMcpTool`] when the server or the tool is not in this run.
+    pub fn mcp_api(&self, server: &str, tool: Option<&str>, schema: bool) -> Result<Value, CatalogError> {
+        let unknown = |tool: &str| CatalogError::UnknownMcpTool { server: server.to_owned(), tool: tool.to_owned() };
+        let ns = self.mcp_servers.iter().find(|s| s.name == server).ok_or_else(|| unknown(""))?;
+        let only = match tool {
+            None => None,
+            Some(t) => {
+                let found = ns.tools.iter().find(|x| x.js_name == t).or_else(|| ns.tools.iter().find(|x| x.name == t));
+                Some(found.ok_or_else(|| unknown(t))?.js_name.as_str())
+            }
+        };
+        let decls = self.mcp_decls(ns, only);
+        let mut header = json!({
+            "server": ns.global_name,
+            "tools": decls.iter().map(|d| d.js_name).collect::<Vec<_>>(),
+            "declaration": dts::mcp_server_file(&ns.global_name, &ns.name, &decls),
+        });
+        if schema && let Some(obj) = header.as_object_mut() {
+            let value = match (only, decls.as_slice()) {
+                (Some(_), [one]) => one.parameters.clone(),
+                _ => Value::Object(decls.iter().map(|d| (d.js_name.to_owned(), d.parameters.clone())).collect()),
+            };
+            obj.insert("schema".into(), value);
+        }
+        Ok(header)
     }
 
     /// Catalog entries per source kind (callable and MCP).

@@ -168,14 +168,12 @@ pub(crate) fn dispatch(
                     }
                     Err(e) => invalid(e.to_string()),
                 },
-                // The whole API file of the server; `tool` and `schema` are the guest's to filter by.
-                ApiArgs::McpApi { server, .. } => match inner.catalog.mcp_servers().iter().find(|s| s.name == server) {
-                    Some(s) => match inner.catalog.api_read(&s.api_path()) {
-                        Ok(text) => ok(Value::String(text)),
+                ApiArgs::McpApi { server, tool, schema } => {
+                    match inner.catalog.mcp_api(&server, tool.as_deref(), schema) {
+                        Ok(header) => ok(header),
                         Err(e) => invalid(e.to_string()),
-                    },
-                    None => invalid(format!("unknown MCP server \"{server}\"")),
-                },
+                    }
+                }
                 ApiArgs::Read { path } => match inner.catalog.api_read(&path) {
                     Ok(text) => ok(Value::String(text)),
                     Err(e) => invalid(e.to_string()),

@@ -43,7 +43,7 @@ pub struct Inner {
     pub host: Arc<dyn ToolHost>,
     /// The worker processes.
     pub pool: Arc<WorkerPool>,
-    /// Parked runs.
+    /// Parked runs; a clone of the engine's store in the `Inner` of a per-run catalog.
     pub runs: RunStore<LiveRun>,
     /// The session store behind `store`/`load`.
     pub sessions: SessionStore,
@@ -51,18 +51,19 @@ pub struct Inner {
     pub tools_digest: String,
     /// Whether a parked run drops its worker, so every `wait` resumes by replay.
     pub replay_on_resume: bool,
-    /// Oversized final values kept for `results.load`.
-    pub results: ResultStore,
+    /// Oversized final values kept for `results.load`; shared by the engine's per-run catalogs.
+    pub results: Arc<ResultStore>,
     /// The clock of deadlines, park times and the guest's virtual clock.
     pub clock: Arc<dyn Clock>,
     /// Where a new run's `Math.random` seed comes from.
     pub entropy: Arc<dyn Entropy>,
-    /// What the cells of each run catalog share: cumulative counters and the sequential tools' schedule.
-    pub scopes: CatalogScopes,
+    /// What the cells of each run catalog share: cumulative counters and the sequential tools' schedule. The
+    /// engine's per-run catalogs (client tools) share it, so appending tools keeps a run's counter scope.
+    pub scopes: Arc<CatalogScopes>,
     /// Receives the progress the tool host reports for nested calls, if the embedder set it.
     pub progress: Option<ProgressHook>,
     /// The waits in progress, which `abort` stops.
-    pub waits: Waits,
+    pub waits: Arc<Waits>,
     /// The cap the journals of all this engine's live runs share (each run also has its own, `maxSnapshotBytes`).
     pub journals: Arc<codemode_bridge::SharedBytes>,
 }

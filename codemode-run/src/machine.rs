@@ -473,6 +473,7 @@ impl RunMachine {
                     CellFailure::Stalled => (ErrorKind::GuestError, FailurePhase::Guest),
                     CellFailure::EngineLimit => (ErrorKind::EngineLimit, FailurePhase::Guest),
                     CellFailure::Internal => (ErrorKind::InternalError, FailurePhase::Host),
+                    CellFailure::UnhandledRejection => (ErrorKind::UnhandledRejection, FailurePhase::Guest),
                 };
                 self.finish(Ending::Failed { kind: code, phase, message });
             }

@@ -143,9 +143,10 @@ const EXEC_PROSE: &str = "\
 Run one JavaScript cell in a fresh sandbox. Variables do not carry over; store/load do.
 - Top-level await and return: the returned value is the result. No import, require, files, network or shell.
 - Tools are async globals taking one object: `const r = await some_tool({ q: \"x\" })`. Use Promise.all for \
-independent calls. A failed call throws; catch it to recover.
+independent calls. A failed call throws; catch it to recover (an unhandled rejection fails the cell).
 - catalog.search(query, { limit }) returns callable handles; `await handle.describe()` gives the full schema.
-- MCP.<server>.<tool>(input) calls MCP tools; API.list(prefix) and API.read(\"tools/<name>.d.ts\") give exact types.
+- MCP.<server>.<tool>(input) calls MCP tools; API.list() lists the .d.ts files and (await API.read(path)).content \
+gives exact types.
 - text(v), json(v) and console.log add output; `await store(key, value)` and `await load(key)` keep small JSON \
 across cells.
 - setTimeout and clearTimeout work; `await yield_control(reason)` pauses and returns status \"waiting\".

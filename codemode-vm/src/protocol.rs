@@ -16,7 +16,7 @@ use crate::confine::ConfinementReport;
 /// renamed or given another meaning, including in the bridge types the messages carry): a host and a worker built
 /// from different versions then refuse each other up front instead of misreading each other mid-cell. Changes that
 /// only the sending side sees (a comment, a new optional field the other side ignores) need no bump.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// What a worker announces about itself before anything else, so the host can refuse it before it serves a cell.
 ///
@@ -53,6 +53,17 @@ pub struct GuestNamespace {
     pub tools: Vec<(String, String)>,
 }
 
+/// One declaration file `API.list` and `API.read` serve without a bridge request.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GuestApiFile {
+    /// The path to pass to `API.read`.
+    pub path: String,
+    /// What the file declares.
+    pub description: String,
+    /// The declarations.
+    pub content: String,
+}
+
 /// What the guest's global scope holds besides the built-ins.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct GuestGlobals {
@@ -60,8 +71,13 @@ pub struct GuestGlobals {
     pub tools: Vec<String>,
     /// The MCP namespace.
     pub mcp: Vec<GuestNamespace>,
-    /// Files `API.read` serves without a bridge call, `(path, content)`.
-    pub api_files: Vec<(String, String)>,
+    /// Every declaration file of the run, in `API.list()` order. A context turns them into guest values only when
+    /// the program calls `API.list` or `API.read`.
+    #[serde(default)]
+    pub api_files: Vec<GuestApiFile>,
+    /// The handle metadata `catalog.all()` returns, one object per native tool; turned into handles on first use.
+    #[serde(default)]
+    pub handles: Vec<serde_json::Value>,
 }
 
 /// In-engine limits of one cell.
@@ -150,6 +166,9 @@ pub enum CellFailure {
     EngineLimit,
     /// Replay diverged or an invariant broke.
     Internal,
+    /// The program completed while a promise it rejected was still unhandled (an unawaited failing call, a
+    /// throwing timer callback, `Promise.reject()` with no handler).
+    UnhandledRejection,
 }
 
 /// Worker to host.

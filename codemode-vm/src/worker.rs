@@ -16,7 +16,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::confine::{ConfinementReport, Confiner, ENV_ADDRESS_SPACE};
-use crate::engine::Engine;
+use crate::engine::{Engine, PreparedGlobals};
 use crate::protocol::{HostMessage, WorkerHello, WorkerMessage};
 
 /// Exit code of a worker that passed its memory limit.
@@ -195,7 +195,7 @@ fn serve(instructions: u64, confinement: ConfinementReport) -> std::io::Result<(
     let mut next = read_message(&mut input, &mut line)?;
     let globals = match next.take() {
         None => return Ok(()),
-        Some(HostMessage::Configure(globals)) => Some(*globals),
+        Some(HostMessage::Configure(globals)) => Some(PreparedGlobals::new(&globals)),
         Some(other) => {
             next = Some(other);
             None

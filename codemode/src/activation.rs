@@ -7,6 +7,19 @@ use serde_json::Value;
 
 use crate::{CodeMode, Error, ToolDefinition};
 
+/// The tools to send to the provider for one run, and whether code mode owns them.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct ModelTools {
+    /// The provider payload: exec, wait and the approved direct-only tools when code mode engaged, the tools
+    /// unchanged otherwise.
+    pub tools: Vec<ToolSpec>,
+    /// The seed's `codeModeEngaged`: true only when code mode owns the model tool surface of this run. The reliable
+    /// engagement signal for run metadata; do not infer it from config or tool names (the shell tool is also
+    /// named `exec`, and `"auto"` engages per model).
+    pub code_mode_engaged: bool,
+}
+
 /// The tools to send to the provider for one run.
 ///
 /// `engine` is the started code mode engine, or the error that kept it from starting.
@@ -20,20 +33,21 @@ pub fn model_tools(
     facts: &RunFacts,
     tools: &[ToolDefinition],
     engine: Result<&CodeMode, Error>,
-) -> Result<Vec<ToolSpec>, Error> {
+) -> Result<ModelTools, Error> {
     let resolution = resolve(config, facts)?;
     if !resolution.engaged {
-        return Ok(tools
+        let tools = tools
             .iter()
             .map(|t| ToolSpec {
                 name: t.name.clone(),
                 description: t.description.clone(),
                 parameters: t.parameters.clone(),
             })
-            .collect());
+            .collect();
+        return Ok(ModelTools { tools, code_mode_engaged: false });
     }
     let engine = engine?;
     let surface = engine.surface();
     check_payload(&surface, &approved_direct(engine.catalog()))?;
-    Ok(surface)
+    Ok(ModelTools { tools: surface, code_mode_engaged: true })
 }

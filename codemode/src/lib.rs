@@ -38,7 +38,7 @@ pub struct ReadmeDoctests;
 mod activation;
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub use codemode_bridge as bridge;
@@ -51,7 +51,7 @@ pub use codemode_surface as surface;
 pub use codemode_telemetry as telemetry;
 pub use codemode_vm as vm;
 
-pub use activation::model_tools;
+pub use activation::{ModelTools, model_tools};
 pub use codemode_bridge::{CodeModeResult, ErrorCode, ErrorKind, FailurePhase, OutputItem, ToolHost};
 pub use codemode_catalog::{ExecutionMode, ToolDefinition, ToolSource};
 pub use codemode_config::Limits;
@@ -63,7 +63,7 @@ use codemode_bridge::{CallProgress, ProgressHook};
 use codemode_catalog::{Catalog, CatalogOptions};
 use codemode_snapshot::{CheckpointBackend, FileBackend, MemoryBackend, RunStore, SessionStore, SystemClock};
 use codemode_vm::pool::{PoolConfig, WorkerCommand, WorkerPool};
-use codemode_vm::protocol::{GuestGlobals, GuestNamespace};
+use codemode_vm::protocol::{GuestApiFile, GuestGlobals, GuestNamespace};
 
 use codemode_run::Inner;
 
@@ -224,14 +224,14 @@ impl CodeModeBuilder {
         let host = self.host.ok_or(Error::NoHost)?;
         let mut options = CatalogOptions::from_limits(&self.limits);
         options.denied = self.denied;
-        let catalog = Catalog::build(self.tools, options)?;
+        let catalog = Catalog::build(self.tools.clone(), options.clone())?;
         let command = match self.worker {
             Some(command) => command,
             None => WorkerCommand::locate()?,
         };
         let instructions = codemode_vm::pool::instruction_budget(self.limits.timeout_ms);
         let globals = Arc::new(guest_globals(&catalog));
-        let pool = WorkerPool::new(PoolConfig {
+        let pool_config = PoolConfig {
             command,
             warm: self.warm_workers.unwrap_or(2),
             memory_limit_bytes: self.limits.memory_limit_bytes,
@@ -239,7 +239,8 @@ impl CodeModeBuilder {
             globals: Some(globals),
             confinement: self.confinement,
             allow_slow_strings: self.allow_slow_strings,
-        });
+        };
+        let pool = WorkerPool::new(pool_config.clone());
         pool.check()?;
         pool.fill()?;
         let (runs, sessions) = match &self.state_dir {
@@ -264,29 +265,65 @@ impl CodeModeBuilder {
             sessions,
             tools_digest,
             replay_on_resume: self.replay_on_resume,
-            results: codemode_run::ResultStore::default(),
+            results: Arc::new(codemode_run::ResultStore::default()),
             clock: Arc::new(SystemClock),
             entropy: Arc::new(codemode_run::OsEntropy),
             journals: codemode_bridge::SharedBytes::new(self.host_journal_bytes.unwrap_or(DEFAULT_HOST_JOURNAL_BYTES)),
-            scopes: codemode_run::CatalogScopes::default(),
+            scopes: Arc::new(codemode_run::CatalogScopes::default()),
             progress: self.progress,
-            waits: codemode_run::Waits::default(),
+            waits: Arc::new(codemode_run::Waits::default()),
         });
         codemode_run::start_sweeper(&inner, self.live_window.unwrap_or(DEFAULT_LIVE_WINDOW));
-        Ok(CodeMode { inner })
+        let per_run =
+            Arc::new(PerRun { tools: self.tools, options, pool: pool_config, recent: Mutex::new(Vec::new()) });
+        Ok(CodeMode { inner, per_run })
     }
 }
 
 /// Bytes of journal all live runs of one engine hold together by default.
 pub const DEFAULT_HOST_JOURNAL_BYTES: u64 = 256 * 1024 * 1024;
 
+/// Per-call options of [`CodeMode::exec_with`], [`CodeMode::wait_with`] and [`CodeMode::surface_with`].
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct ExecOptions {
+    /// The client tools of the current run. They join the engine's tools in this call's catalog (source `client`,
+    /// which wins an exact-name shadow), without a new engine: the engine keeps a catalog and a worker pool for
+    /// each of the last [`PER_RUN_CATALOGS`] client-tool sets, so the next cell with the same set finds a warm
+    /// worker. A `wait` resumes with the tools of the `exec` that parked the run: pass the same set.
+    pub client_tools: Vec<ToolDefinition>,
+}
+
+impl ExecOptions {
+    /// Options with these client tools.
+    pub fn client_tools(mut self, tools: Vec<ToolDefinition>) -> Self {
+        self.client_tools = tools;
+        self
+    }
+}
+
+/// Client-tool sets whose catalog and worker pool an engine keeps.
+pub const PER_RUN_CATALOGS: usize = 4;
+
+/// What an engine keeps to build the catalog of a run with client tools: its own tools, the catalog options and
+/// the pool settings, and the catalogs built lately.
+struct PerRun {
+    tools: Vec<ToolDefinition>,
+    options: CatalogOptions,
+    pool: PoolConfig,
+    /// `(digest of the client tools, the run state over their catalog)`, most recently used last.
+    recent: Mutex<Vec<(String, Arc<Inner>)>>,
+}
+
 /// How long a parked run keeps its live worker by default.
 const DEFAULT_LIVE_WINDOW: Duration = Duration::from_secs(30);
 
-/// The code mode engine: one catalog, one tool host, one worker pool, one run store.
+/// The code mode engine: one catalog, one tool host, one worker pool, one run store (and, for runs with client
+/// tools, a catalog and a pool per recent client-tool set, over the same stores).
 #[derive(Clone)]
 pub struct CodeMode {
     inner: Arc<Inner>,
+    per_run: Arc<PerRun>,
 }
 
 impl std::fmt::Debug for CodeMode {
@@ -324,10 +361,81 @@ impl CodeMode {
 
     /// Runs one cell: `input` is exec's input object (`{title, code, ...}`).
     pub async fn exec(&self, input: serde_json::Value, scope: RunScope) -> CodeModeResult {
+        self.exec_with(input, scope, &ExecOptions::default()).await
+    }
+
+    /// Runs one cell with per-call options: the run's client tools join the catalog for this cell.
+    pub async fn exec_with(&self, input: serde_json::Value, scope: RunScope, options: &ExecOptions) -> CodeModeResult {
+        let inner = match self.inner_for(options) {
+            Ok(inner) => inner,
+            Err(e) => return codemode_run::input_failure(&self.inner, &scope, e.to_string()),
+        };
         match Self::exec_input(&input) {
-            Ok(input) => codemode_run::exec(self.inner.clone(), input, scope).await,
-            Err(message) => codemode_run::input_failure(&self.inner, &scope, message),
+            Ok(input) => codemode_run::exec(inner, input, scope).await,
+            Err(message) => codemode_run::input_failure(&inner, &scope, message),
         }
+    }
+
+    /// The tool list the model sees when the run has these client tools: the exec description indexes them too.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Catalog`] when the client tools cannot be cataloged with the engine's tools.
+    pub fn surface_with(&self, options: &ExecOptions) -> Result<Vec<ToolSpec>, Error> {
+        let inner = self.inner_for(options)?;
+        Ok(codemode_surface::visible_tools(&inner.catalog, &inner.limits))
+    }
+
+    /// The run state over the catalog of `options`' client tools: the engine's own without client tools, else a
+    /// recent one for the same set, else a new catalog and pool sharing the engine's host and stores.
+    fn inner_for(&self, options: &ExecOptions) -> Result<Arc<Inner>, Error> {
+        if options.client_tools.is_empty() {
+            return Ok(self.inner.clone());
+        }
+        let key = {
+            use sha2::{Digest, Sha256};
+            let text = serde_json::to_vec(&options.client_tools).expect("tool definitions serialize to JSON");
+            hex::encode(&Sha256::digest(&text)[..16])
+        };
+        let per_run = &self.per_run;
+        let mut recent = per_run.recent.lock().expect("per-run catalogs lock");
+        if let Some(at) = recent.iter().position(|(k, _)| *k == key) {
+            let entry = recent.remove(at);
+            let inner = entry.1.clone();
+            recent.push(entry);
+            return Ok(inner);
+        }
+        let mut tools = per_run.tools.clone();
+        tools.extend(options.client_tools.iter().cloned().map(|t| t.source(ToolSource::Client)));
+        let catalog = Catalog::build(tools, per_run.options.clone())?;
+        let pool = WorkerPool::new(PoolConfig {
+            globals: Some(Arc::new(guest_globals(&catalog))),
+            warm: 1,
+            ..per_run.pool.clone()
+        });
+        let base = &self.inner;
+        let inner = Arc::new(Inner {
+            limits: base.limits.clone(),
+            tools_digest: tools_digest(&catalog),
+            catalog,
+            host: base.host.clone(),
+            pool,
+            runs: base.runs.clone(),
+            sessions: base.sessions.clone(),
+            replay_on_resume: base.replay_on_resume,
+            results: base.results.clone(),
+            clock: base.clock.clone(),
+            entropy: base.entropy.clone(),
+            scopes: base.scopes.clone(),
+            progress: base.progress.clone(),
+            journals: base.journals.clone(),
+            waits: base.waits.clone(),
+        });
+        if recent.len() >= PER_RUN_CATALOGS {
+            recent.remove(0);
+        }
+        recent.push((key, inner.clone()));
+        Ok(inner)
     }
 
     /// Validates exec's input object against the surface's contract; the error is the message for the model.
@@ -364,9 +472,18 @@ impl CodeMode {
     /// Resumes a waiting run: `input` is wait's input object (`{runId}`). Dropping the future before it is ready
     /// cancels the run (see [`wait_until`](Self::wait_until)).
     pub async fn wait(&self, input: serde_json::Value, scope: RunScope) -> CodeModeResult {
+        self.wait_with(input, scope, &ExecOptions::default()).await
+    }
+
+    /// Resumes a waiting run that an [`exec_with`](Self::exec_with) with these options parked.
+    pub async fn wait_with(&self, input: serde_json::Value, scope: RunScope, options: &ExecOptions) -> CodeModeResult {
+        let inner = match self.inner_for(options) {
+            Ok(inner) => inner,
+            Err(e) => return codemode_run::input_failure(&self.inner, &scope, e.to_string()),
+        };
         match codemode_surface::parse_wait_input(&input) {
-            Ok(input) => codemode_run::wait(self.inner.clone(), &input.run_id, scope).await,
-            Err(e) => codemode_run::input_failure(&self.inner, &scope, e.to_string()),
+            Ok(input) => codemode_run::wait(inner, &input.run_id, scope).await,
+            Err(e) => codemode_run::input_failure(&inner, &scope, e.to_string()),
         }
     }
 
@@ -406,15 +523,17 @@ fn guest_globals(catalog: &Catalog) -> GuestGlobals {
             tools: server.tools.iter().map(|t| (t.js_name.clone(), t.name.clone())).collect(),
         })
         .collect();
-    let mut api_files = Vec::new();
-    if let Ok(files) = catalog.api_list("mcp") {
-        for file in files {
-            if let Ok(content) = catalog.api_read(&file.path) {
-                api_files.push((file.path, content));
-            }
-        }
-    }
-    GuestGlobals { tools, mcp, api_files }
+    let api_files = catalog
+        .api_files_with_content()
+        .into_iter()
+        .map(|f| GuestApiFile { path: f.path, description: f.description, content: f.content })
+        .collect();
+    let handles = catalog
+        .all()
+        .into_iter()
+        .map(|h| serde_json::to_value(h).expect("handle metadata serializes to JSON"))
+        .collect();
+    GuestGlobals { tools, mcp, api_files, handles }
 }
 
 fn tools_digest(catalog: &Catalog) -> String {

@@ -114,7 +114,14 @@ fn mcp_namespace_and_declaration_files() {
     let entry = catalog.mcp_tool("github", "createIssue").expect("MCP.github.createIssue");
     assert_eq!(entry.definition.name, "create_issue");
     assert_eq!(catalog.mcp_tool("notion", "apiGetUser").unwrap().definition.name, "API-get-user");
-    assert!(catalog.search("create issue", None).unwrap().is_empty(), "MCP is out of generic search");
+    // Seed 000: search covers MCP tools too; their handles name their namespace path and declaration file.
+    let found = catalog.search("create issue", None).unwrap();
+    let first = found.first().expect("an MCP match");
+    assert!(first.callable_name.starts_with("MCP.") && first.callable_name.ends_with(".createIssue"), "{first:?}");
+    assert_eq!(
+        first.api_path.as_deref(),
+        Some(format!("mcp/{}.d.ts", first.callable_name.split('.').nth(1).unwrap()).as_str())
+    );
     assert!(catalog.all().is_empty());
     let files: Vec<String> = catalog.api_list("mcp").unwrap().into_iter().map(|f| f.path).collect();
     assert_eq!(files.len(), 11);

@@ -33,7 +33,7 @@ pub const WORKER_ARG: &str = "__worker";
 
 const INSTRUCTIONS: &str = "This server runs JavaScript programs (the exec tool) against the MCP servers it wraps. \
 Their tools live under MCP.<server>.<tool>({...}) inside the program; read their declarations with \
-API.read(\"mcp/<server>.d.ts\") (API.list(\"mcp\") lists the files). Call wait only with the runId of a result whose \
+(await API.read(\"mcp/<server>.d.ts\")).content (API.list(\"mcp\") lists the files). Call wait only with the runId of a result whose \
 status is \"waiting\".";
 
 /// The engine and the upstream servers, shared by every client session.

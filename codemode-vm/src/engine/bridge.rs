@@ -20,7 +20,20 @@ use codemode_bridge::{
 use serde_json::Value;
 
 use super::encode::{self, EncodeError, Intrinsics};
-use crate::protocol::{CellFailure, CellLimits, Start};
+use crate::protocol::{CellFailure, CellLimits, GuestApiFile, Start};
+
+/// What natives serve the guest on first use, without a bridge request: the metadata of `catalog.all()`'s handles
+/// and the declaration files of `API.list` / `API.read`. Shared by every context of a worker.
+pub struct LazyGlobals {
+    handles: Value,
+    files: Vec<GuestApiFile>,
+}
+
+impl LazyGlobals {
+    pub fn new(handles: Vec<Value>, files: Vec<GuestApiFile>) -> LazyGlobals {
+        LazyGlobals { handles: Value::Array(handles), files }
+    }
+}
 
 /// Where output items go as soon as the guest produces them.
 pub type OutputSink = Box<dyn FnMut(OutputItem)>;
@@ -378,6 +391,77 @@ fn console(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsV
     Ok(JsValue::undefined())
 }
 
+fn lazy_globals(context: &Context) -> Option<Rc<LazyGlobals>> {
+    context.get_data::<Rc<LazyGlobals>>().cloned()
+}
+
+/// An `Error` the guest can catch, with `code: "invalid_input"`, for a request refused before it is made.
+fn invalid_input(message: String, context: &mut Context) -> boa_engine::JsError {
+    let error = JsNativeError::typ().with_message(message).into_opaque(context);
+    // A fresh error object takes new properties.
+    let _ = error.create_data_property_or_throw(
+        js_string!("code"),
+        JsString::from(BridgeErrorCode::InvalidInput.as_str()),
+        context,
+    );
+    boa_engine::JsError::from_opaque(error.into())
+}
+
+/// The path checks of `API.list` and `API.read`: no `.` or `..` segment.
+fn check_api_path(path: &str, context: &mut Context) -> JsResult<()> {
+    if path.split(['/', '\\']).any(|s| s == "." || s == "..") {
+        return Err(invalid_input(
+            format!("api path \"{path}\" is rejected: '.' and '..' segments are not allowed"),
+            context,
+        ));
+    }
+    Ok(())
+}
+
+fn file_meta(file: &GuestApiFile) -> serde_json::Map<String, Value> {
+    let mut meta = serde_json::Map::new();
+    meta.insert("path".into(), Value::String(file.path.clone()));
+    meta.insert("description".into(), Value::String(file.description.clone()));
+    meta.insert("bytes".into(), Value::from(file.content.len()));
+    meta
+}
+
+/// `handles()`: the metadata of `catalog.all()`'s handles, as guest values.
+fn handles(_: &JsValue, _: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+    let value = lazy_globals(context).map(|lazy| lazy.handles.clone()).unwrap_or(Value::Array(Vec::new()));
+    Ok(crate::natives::json::from_serde(&value, context))
+}
+
+/// `apiList(prefix)`: `{ files: [{ path, description, bytes }] }` for the files whose path starts with `prefix`.
+fn api_list(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+    let prefix = string_arg(args, 0);
+    check_api_path(&prefix, context)?;
+    let prefix = prefix.trim_start_matches('/');
+    let files: Vec<Value> = lazy_globals(context)
+        .map(|lazy| {
+            lazy.files.iter().filter(|f| f.path.starts_with(prefix)).map(|f| Value::Object(file_meta(f))).collect()
+        })
+        .unwrap_or_default();
+    let value = serde_json::json!({ "files": files });
+    Ok(crate::natives::json::from_serde(&value, context))
+}
+
+/// `apiRead(path)`: `{ path, description, bytes, content }` of one file.
+fn api_read(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+    let path = string_arg(args, 0);
+    check_api_path(&path, context)?;
+    let lazy = lazy_globals(context);
+    let Some(file) = lazy.as_ref().and_then(|lazy| lazy.files.iter().find(|f| f.path == path)) else {
+        return Err(invalid_input(
+            format!("unknown api path \"{path}\"; API.list() shows the available files"),
+            context,
+        ));
+    };
+    let mut value = file_meta(file);
+    value.insert("content".into(), Value::String(file.content.clone()));
+    Ok(crate::natives::json::from_serde(&Value::Object(value), context))
+}
+
 /// `extras()`: compiles the guest extras (see `extras.js`) and returns their factory.
 fn extras(_: &JsValue, _: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
     context.eval(boa_engine::Source::from_bytes(include_str!("extras.js")))
@@ -393,5 +477,8 @@ pub fn natives(context: &mut Context) -> JsObject {
         .function(NativeFunction::from_fn_ptr(encode_text), js_string!("encode"), 1)
         .function(NativeFunction::from_fn_ptr(console), js_string!("console"), 1)
         .function(NativeFunction::from_fn_ptr(extras), js_string!("extras"), 0)
+        .function(NativeFunction::from_fn_ptr(handles), js_string!("handles"), 0)
+        .function(NativeFunction::from_fn_ptr(api_list), js_string!("apiList"), 1)
+        .function(NativeFunction::from_fn_ptr(api_read), js_string!("apiRead"), 1)
         .build()
 }

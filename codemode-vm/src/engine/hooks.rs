@@ -1,16 +1,19 @@
 //! Determinism and lockdown hooks of a guest context: the virtual clock, UTC, no string compilation, a seeded
-//! `Math.random`.
+//! `Math.random`, and the tracker of promises rejected without a handler.
 //!
 //! Invariant: nothing the guest can observe depends on the real time, the host's time zone or real randomness; all
 //! of it comes from the run's journal (start clock, round clocks, seed), so replay sees the same values.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 
+use boa_engine::builtins::promise::OperationType;
 use boa_engine::context::time::JsInstant;
 use boa_engine::context::{Clock, HostHooks};
 use boa_engine::native_function::NativeFunction;
+use boa_engine::object::builtins::JsPromise;
 use boa_engine::realm::Realm;
-use boa_engine::{Context, JsNativeError, JsResult, JsString, JsValue, js_string};
+use boa_engine::{Context, JsNativeError, JsObject, JsResult, JsString, JsValue, js_string};
 
 /// The clock the guest reads: set by the host at the start of a run and at every delivery round.
 #[derive(Debug, Default)]
@@ -35,10 +38,61 @@ impl Clock for VirtualClock {
     }
 }
 
+/// The promises rejected while no handler was attached and not handled since, oldest first (the engine's
+/// HostPromiseRejectionTracker). A handler attached later, even after the run parked and resumed, removes its
+/// promise again.
+#[derive(Clone, Default)]
+pub struct Rejections(Rc<RefCell<Tracked>>);
+
+/// Each unhandled promise with the order it was rejected in: a map, so that a flood of rejections handled in any
+/// order costs constant time per operation.
+#[derive(Default)]
+struct Tracked {
+    next: u64,
+    promises: std::collections::HashMap<JsObject, u64>,
+}
+
+impl Rejections {
+    /// The reason of the oldest rejection still unhandled, leaving out `except` (the program's own promise, whose
+    /// rejection the cell reports as the program's error).
+    pub fn first_unhandled(&self, except: Option<&JsPromise>) -> Option<JsValue> {
+        let except: Option<JsObject> = except.map(|p| (**p).clone().upcast());
+        let tracked = self.0.borrow();
+        let mut left: Vec<(&JsObject, u64)> =
+            tracked.promises.iter().filter(|(p, _)| Some(*p) != except.as_ref()).map(|(p, &n)| (p, n)).collect();
+        left.sort_by_key(|&(_, n)| n);
+        left.into_iter().find_map(|(p, _)| match JsPromise::from_object(p.clone()).ok()?.state() {
+            boa_engine::builtins::promise::PromiseState::Rejected(reason) => Some(reason),
+            _ => None,
+        })
+    }
+}
+
 /// Host hooks of a guest context.
 pub struct GuestHooks;
 
 impl HostHooks for GuestHooks {
+    fn promise_rejection_tracker(
+        &self,
+        promise: &JsObject<boa_engine::builtins::promise::Promise>,
+        operation: OperationType,
+        context: &mut Context,
+    ) {
+        let Some(rejections) = context.get_data::<Rejections>() else { return };
+        let promise = promise.clone().upcast();
+        let mut tracked = rejections.0.borrow_mut();
+        match operation {
+            OperationType::Reject => {
+                let order = tracked.next;
+                tracked.next += 1;
+                tracked.promises.insert(promise, order);
+            }
+            OperationType::Handle => {
+                tracked.promises.remove(&promise);
+            }
+        }
+    }
+
     fn ensure_can_compile_strings(
         &self,
         _realm: Realm,

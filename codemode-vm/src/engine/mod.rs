@@ -21,9 +21,9 @@ use codemode_bridge::{Round, Settlement, truncation_marker};
 
 use crate::protocol::{CellFailure, GuestGlobals, GuestOutcome, Start, WorkerMessage};
 pub use bridge::OutputSink;
-use bridge::{BridgeState, Shared};
+use bridge::{BridgeState, LazyGlobals, Shared};
 use encode::{EncodeError, Intrinsics};
-use hooks::{GuestHooks, VirtualClock};
+use hooks::{GuestHooks, Rejections, VirtualClock};
 
 /// The file name user code runs under; error positions are reported against it.
 pub const USER_FILE: &str = "codemode:user.js";
@@ -35,17 +35,43 @@ const MAX_VALUE_BYTES: usize = 8 * 1024 * 1024;
 /// What a driving step produced.
 pub type Step = WorkerMessage;
 
+/// A worker's guest globals, prepared once for every context it builds: the JSON the prelude's `install` reads (tool
+/// names and the `MCP` namespace), and what natives serve on first use only (`catalog.all()` handles and the
+/// declaration files), so that a context build does not grow with them.
+pub struct PreparedGlobals {
+    install_json: String,
+    lazy: Rc<LazyGlobals>,
+}
+
+impl PreparedGlobals {
+    /// Prepares `globals`.
+    pub fn new(globals: &GuestGlobals) -> PreparedGlobals {
+        let install_json = serde_json::to_string(&serde_json::json!({
+            "tools": globals.tools,
+            "mcp": globals.mcp.iter().map(|ns| serde_json::json!({
+                "global": ns.global, "server": ns.server, "tools": ns.tools,
+            })).collect::<Vec<_>>(),
+        }))
+        .expect("globals always serialize");
+        let lazy = Rc::new(LazyGlobals::new(globals.handles.clone(), globals.api_files.clone()));
+        PreparedGlobals { install_json, lazy }
+    }
+}
+
 /// One cell's engine: a fresh context with the prelude loaded, then the program.
 pub struct Engine {
     context: Context,
     state: Shared,
     clock: Rc<VirtualClock>,
+    rejections: Rejections,
     hooks: JsObject,
     top: Option<JsPromise>,
     /// Whether the program's promise settled and its outcome was encoded (once: encoding runs guest code).
     settled: bool,
     /// The encoded outcome until a report carries it to the host.
     outcome: Option<GuestOutcome>,
+    /// Whether the program returned (rather than threw): only then can an unhandled rejection still fail it.
+    program_returned: bool,
     finished: bool,
     /// Lines of the user's source: frames past it belong to the wrapper.
     user_lines: u32,
@@ -71,6 +97,8 @@ impl Engine {
             .build()?;
         let state: Shared = Rc::new(RefCell::new(BridgeState::new(sink)));
         context.insert_data(state.clone());
+        let rejections = Rejections::default();
+        context.insert_data(rejections.clone());
         let intrinsics = Rc::new(Intrinsics::capture(&mut context));
         context.insert_data(intrinsics);
         hooks::seed_math_random(&mut context)?;
@@ -84,10 +112,12 @@ impl Engine {
             context,
             state,
             clock,
+            rejections,
             hooks,
             top: None,
             settled: false,
             outcome: None,
+            program_returned: false,
             finished: false,
             user_lines: 0,
             installed: false,
@@ -104,9 +134,9 @@ impl Engine {
         hooks::reseed(&mut self.context, start.journal.seed);
         let installed = match &start.globals {
             Some(_) if self.installed => Err("the worker's contexts already carry their globals".to_owned()),
-            Some(globals) => self.install(globals),
+            Some(globals) => self.install(&PreparedGlobals::new(globals)),
             None if self.installed => Ok(()),
-            None => self.install(&GuestGlobals::default()),
+            None => self.install(&PreparedGlobals::new(&GuestGlobals::default())),
         };
         if let Err(e) = installed {
             return failure(CellFailure::Internal, format!("code mode could not install the run's globals: {e}"));
@@ -148,19 +178,12 @@ impl Engine {
     /// # Errors
     ///
     /// When they are installed already, or the prelude rejects them.
-    pub fn install(&mut self, globals: &GuestGlobals) -> Result<(), String> {
+    pub fn install(&mut self, globals: &PreparedGlobals) -> Result<(), String> {
         if self.installed {
             return Err("the globals are installed already".into());
         }
-        let globals = serde_json::to_string(&serde_json::json!({
-            "tools": globals.tools,
-            "mcp": globals.mcp.iter().map(|ns| serde_json::json!({
-                "global": ns.global, "server": ns.server, "tools": ns.tools,
-            })).collect::<Vec<_>>(),
-            "apiFiles": globals.api_files,
-        }))
-        .expect("globals always serialize");
-        self.call_hook("install", &[js_string!(globals).into()]).map_err(|e| e.to_string())?;
+        self.context.insert_data(globals.lazy.clone());
+        self.call_hook("install", &[js_string!(globals.install_json.as_str()).into()]).map_err(|e| e.to_string())?;
         self.installed = true;
         Ok(())
     }
@@ -245,6 +268,13 @@ impl Engine {
         }
         if self.settled && open == 0 {
             self.finished = true;
+            // The program is done: a rejection nothing handled fails it, as an error it never saw would.
+            if self.program_returned
+                && let Some(reason) = self.rejections.first_unhandled(self.top.as_ref())
+            {
+                drop(state);
+                return failure(CellFailure::UnhandledRejection, self.unhandled_message(&reason));
+            }
         }
         let (requests, canceled) = state.take_released();
         WorkerMessage::Quiescent { requests, outcome, open, canceled }
@@ -268,6 +298,7 @@ impl Engine {
             Some(PromiseState::Pending) | None => return,
         };
         self.settled = true;
+        self.program_returned = matches!(outcome, GuestOutcome::Returned { .. });
         self.outcome = Some(outcome);
     }
 
@@ -286,6 +317,25 @@ impl Engine {
             }
             Err(e) => GuestOutcome::Threw { error: e.message() },
         }
+    }
+
+    fn unhandled_message(&mut self, reason: &JsValue) -> String {
+        let described = self
+            .call_hook("describeError", std::slice::from_ref(reason))
+            .ok()
+            .and_then(|v| v.as_string())
+            .and_then(|s| serde_json::from_str::<serde_json::Value>(&s.to_std_string_lossy()).ok())
+            .unwrap_or_default();
+        let name = described["name"].as_str().unwrap_or("Error");
+        let message = described["message"].as_str().unwrap_or("");
+        let mut reason = format!("{name}: {message}");
+        if let Some(code) = described["code"].as_str() {
+            reason.push_str(&format!(" (code: {code})"));
+        }
+        format!(
+            "code mode program left a promise rejection unhandled: {reason}. Await every tool call and timer, or \
+             handle its rejection with try/catch or .catch()."
+        )
     }
 
     fn threw(&mut self, reason: &JsValue) -> GuestOutcome {

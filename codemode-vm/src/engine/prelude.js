@@ -29,6 +29,7 @@
   const apply = Reflect.apply;
   const arrayJoin = Array.prototype.join;
   const stringSlice = String.prototype.slice;
+  const stringSplit = String.prototype.split;
   const request = natives.request;
   const cancel = natives.cancel;
   const emit = natives.emit;
@@ -37,6 +38,9 @@
   const setAdd = Set.prototype.add;
   const hidden = (target, key, value) =>
     defineProperty(target, key, { value, writable: false, enumerable: false, configurable: false });
+  // A read-only member a program finds by enumeration (`Object.keys(MCP)`).
+  const visible = (target, key, value) =>
+    defineProperty(target, key, { value, writable: false, enumerable: true, configurable: false });
   const slice = (s, a, b) => apply(stringSlice, s, [a, b]);
   // Lone surrogates become U+FFFD before any text leaves the guest: JSON.stringify escapes them as `\udXXX`, which
   // the host's JSON parser rejects, and a rejected payload must never turn into a silent null.
@@ -134,13 +138,31 @@
   }
   const callTool = (tool, args) => bridge('callValue', { tool, args: args === undefined ? {} : args });
 
+  // `MCP.<global>` to its server's own name, filled by `install`; MCP handles dispatch through it.
+  const mcpServerOf = create(null);
+  const mcpApi = (server, tool, options) =>
+    bridge('api', { op: 'mcpApi', server, tool: tool === undefined ? null : Str(tool), schema: !!(options && options.schema) });
+
+  // A callable handle: a native tool's handle calls its global; an MCP tool's (`callableName` is its
+  // `MCP.<server>.<tool>` path) calls it as that namespace member does, and its `describe()` is `$api` of it.
   function makeHandle(meta) {
-    const handle = async function (args) {
-      return await callTool(meta.callableName, args);
-    };
+    const path = apply(stringSplit, Str(meta.callableName), ['.']);
+    const server = meta.source === 'mcp' && path.length === 3 ? mcpServerOf[path[1]] : undefined;
+    let handle;
+    if (server !== undefined) {
+      const tool = Str(meta.toolName);
+      handle = async function (args) {
+        return await send('namespace', { server, tool, args: args === undefined ? {} : args });
+      };
+      hidden(handle, 'describe', () => mcpApi(server, tool, { schema: true }));
+    } else {
+      handle = async function (args) {
+        return await callTool(meta.callableName, args);
+      };
+      hidden(handle, 'describe', () => bridge('describe', { tool: meta.callableName }));
+    }
     const keys = keysOf(meta);
     for (let i = 0; i < keys.length; i++) hidden(handle, keys[i], meta[keys[i]]);
-    hidden(handle, 'describe', () => bridge('describe', { tool: meta.callableName }));
     hidden(handle, 'toJSON', () => meta);
     return freeze(handle);
   }
@@ -154,9 +176,18 @@
     const limit = options && options.limit !== undefined ? options.limit : null;
     return makeHandles(await bridge('search', { query: Str(query), limit }));
   });
-  hidden(catalog, 'all', async () => makeHandles(await bridge('search', { all: true })));
+  // Discovery, not a search: the handles come with the context's globals, without a request.
+  let allHandles = null;
+  hidden(catalog, 'all', () => {
+    if (allHandles === null) allHandles = makeHandles(natives.handles());
+    return allHandles;
+  });
   hidden(catalog, 'describe', (name) => bridge('describe', { tool: Str(name) }));
   freeze(catalog);
+  // Every tool global's `describe()`, as its handle has; `this` is the global, whose `name` is fixed.
+  function describeTool() {
+    return bridge('describe', { tool: Str(this.name) });
+  }
 
   // Timers go through the host so they survive suspension; the timer id is the bridge request id.
   function setTimeoutImpl(callback, delay, ...args) {
@@ -187,13 +218,17 @@
         return await send('callValue', { tool: name, args: args === undefined ? {} : args });
       };
       hidden(fn, 'name', name);
+      hidden(fn, 'describe', describeTool);
       hidden(G, name, fn);
     }
+    // Servers and their tools are enumerable, so `Object.keys(MCP)` and `Object.keys(MCP.<server>)` list them;
+    // `$api`, `resources` and `prompts` are not tools and stay out of the listing.
     const mcp = create(null);
     for (const ns of globals.mcp) {
+      mcpServerOf[ns.global] = ns.server;
       const server = create(null);
       for (const [js, tool] of ns.tools) {
-        hidden(server, js, async (args) => await send('namespace', { server: ns.server, tool, args: args === undefined ? {} : args }));
+        visible(server, js, async (args) => await send('namespace', { server: ns.server, tool, args: args === undefined ? {} : args }));
       }
       const op = (name) => async (args) => bridge('namespace', { server: ns.server, op: name, args: args === undefined ? {} : args });
       const resources = create(null);
@@ -204,35 +239,16 @@
       hidden(prompts, 'get', op('prompts.get'));
       hidden(server, 'resources', freeze(resources));
       hidden(server, 'prompts', freeze(prompts));
-      hidden(server, '$api', (tool, options) =>
-        bridge('api', { op: 'mcpApi', server: ns.server, tool: tool === undefined ? null : Str(tool), schema: !!(options && options.schema) }),
-      );
-      hidden(mcp, ns.global, freeze(server));
+      hidden(server, '$api', (tool, options) => mcpApi(ns.server, tool, options));
+      visible(mcp, ns.global, freeze(server));
     }
+    freeze(mcpServerOf);
     hidden(G, 'MCP', freeze(mcp));
     hidden(G, 'namespaces', freeze(create(null)));
-    const files = create(null);
-    for (const [path, content] of globals.apiFiles) files[path] = content;
+    // The declaration files come with the context's globals: listing and reading them makes no request.
     const api = create(null);
-    hidden(api, 'list', async (prefix) => {
-      const p = prefix === undefined ? '' : Str(prefix);
-      const listed = [];
-      const paths = keysOf(files);
-      for (let i = 0; i < paths.length; i++) {
-        const path = paths[i];
-        if (slice(path, 0, p.length) === p) listed[listed.length] = { path, bytes: files[path].length };
-      }
-      // What `concat` did, without reading `Array.prototype.concat` or the array's `constructor` at call time.
-      const remote = await bridge('api', { op: 'list', path: p });
-      if (isArray(remote)) for (let i = 0; i < remote.length; i++) listed[listed.length] = remote[i];
-      else listed[listed.length] = remote;
-      return freeze(listed);
-    });
-    hidden(api, 'read', async (path) => {
-      const p = Str(path);
-      if (files[p] !== undefined) return files[p];
-      return bridge('api', { op: 'read', path: p });
-    });
+    hidden(api, 'list', async (prefix) => natives.apiList(prefix === undefined ? '' : Str(prefix)));
+    hidden(api, 'read', async (path) => natives.apiRead(Str(path)));
     hidden(G, 'API', freeze(api));
   }
 

@@ -5,6 +5,7 @@ mod budget;
 mod confine;
 mod encode;
 mod globals;
+mod guest_api;
 mod handshake;
 mod natives;
 mod pure;

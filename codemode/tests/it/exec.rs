@@ -196,13 +196,14 @@ async fn activation_decides_the_payload_and_fails_closed() {
     let tools = crate::support::tools();
     let facts = codemode::config::RunFacts { model: "openai/gpt".into(), has_tools: true, ..Default::default() };
     let on = json!({ "tools": { "codeMode": true } });
-    let names = |specs: Vec<codemode::ToolSpec>| specs.into_iter().map(|s| s.name).collect::<Vec<_>>();
-    assert_eq!(names(codemode::model_tools(&on, &facts, &tools, Ok(&engine)).unwrap()), vec!["exec", "wait"]);
+    let names = |m: &codemode::ModelTools| m.tools.iter().map(|s| s.name.clone()).collect::<Vec<_>>();
+    let engaged = codemode::model_tools(&on, &facts, &tools, Ok(&engine)).unwrap();
+    assert_eq!(names(&engaged), vec!["exec", "wait"]);
+    assert!(engaged.code_mode_engaged);
     let off = json!({ "tools": { "codeMode": false } });
-    assert_eq!(
-        names(codemode::model_tools(&off, &facts, &tools, Ok(&engine)).unwrap()),
-        vec!["echo", "add", "fail", "slow"]
-    );
+    let direct = codemode::model_tools(&off, &facts, &tools, Ok(&engine)).unwrap();
+    assert_eq!(names(&direct), vec!["echo", "add", "fail", "slow"]);
+    assert!(!direct.code_mode_engaged, "a surface that merely has a tool named exec is not code mode");
     let broken = Err(codemode::Error::NoHost);
     assert!(codemode::model_tools(&on, &facts, &tools, broken).is_err(), "engaged without a runtime fails closed");
 }
@@ -224,7 +225,7 @@ async fn mcp_tools_live_under_their_namespace_and_mark_results_untrusted() {
         .expect("engine");
     let r = exec(
         &engine,
-        "const files = await API.list('mcp'); const dts = await API.read('mcp/myDocs.d.ts'); \
+        "const files = (await API.list('mcp')).files; const dts = (await API.read('mcp/myDocs.d.ts')).content; \
          const r = await MCP.myDocs.echo({ q: 1 }); \
          const found = await catalog.search('echo'); \
          return { files: files.map(f => f.path), declares: dts.includes('echo'), r, mcpInSearch: found.some(h => h.source === 'mcp') }",
@@ -233,7 +234,7 @@ async fn mcp_tools_live_under_their_namespace_and_mark_results_untrusted() {
     let v = value(&r);
     assert_eq!(v["r"], json!({ "q": 1 }));
     assert_eq!(v["declares"], true, "{v}");
-    assert_eq!(v["mcpInSearch"], false);
+    assert_eq!(v["mcpInSearch"], false, "an exact name match is the native tool alone");
     assert!(v["files"].as_array().unwrap().iter().any(|f| f == "mcp/myDocs.d.ts"), "{v}");
     match &r {
         codemode::CodeModeResult::Completed(c) => assert!(c.warnings[0].contains("untrusted")),

@@ -1,9 +1,11 @@
 //! Integration tests of the facade: real `CodeMode` instances running cells in real worker processes.
 
 mod bridge_roundtrip;
+mod client_tools;
 mod corpus;
 mod embed;
 mod exec;
+mod guest_api;
 mod harness;
 mod host_integration;
 mod lifecycle;

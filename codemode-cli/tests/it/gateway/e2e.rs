@@ -100,10 +100,10 @@ async fn exec_and_wait_are_the_whole_surface_and_reach_both_servers() {
     assert!(exec_description.contains("MCP.<server>.<tool>"), "exec tells the model about the MCP namespace");
 
     // Declarations come from the upstream tool metadata, without a bridge call.
-    let dts = s.exec(r#"return await API.read("mcp/everything.d.ts");"#).await;
-    let dts = completed(&dts).as_str().expect("API.read returns the file text").to_owned();
+    let dts = s.exec(r#"return (await API.read("mcp/everything.d.ts")).content;"#).await;
+    let dts = completed(&dts).as_str().expect("API.read returns the file with its content").to_owned();
     assert!(dts.contains("echo") && dts.contains("Echoes back the input string"), "{dts}");
-    let fs_dts = s.exec(r#"return await API.read("mcp/fs.d.ts");"#).await;
+    let fs_dts = s.exec(r#"return (await API.read("mcp/fs.d.ts")).content;"#).await;
     assert!(completed(&fs_dts).as_str().is_some_and(|d| d.contains("readTextFile")), "{fs_dts}");
 
     // One program joins results from both servers.
