@@ -111,11 +111,11 @@ fn internalize(root: JsObject, reviver: &JsObject, revive: &Revive, context: &mu
 fn walk(holder: JsObject, name: JsString, value: JsValue, revive: &Revive, context: &mut Context) -> JsResult<Walk> {
     let mut keys = Vec::new();
     if let Some(object) = value.as_object() {
-        if revive.is_array.call(&JsValue::undefined(), &[value.clone()], context)?.to_boolean() {
+        if revive.is_array.call(&JsValue::undefined(), std::slice::from_ref(&value), context)?.to_boolean() {
             let length = object.get(js_string!("length"), context)?.to_length(context)?;
             keys = (0..length).map(|i| JsString::from(i.to_string())).collect();
         } else {
-            let names = revive.object_keys.call(&JsValue::undefined(), &[value.clone()], context)?;
+            let names = revive.object_keys.call(&JsValue::undefined(), std::slice::from_ref(&value), context)?;
             let names = names.as_object().expect("Object.keys returns an array");
             let length = names.get(js_string!("length"), context)?.to_length(context)?;
             for i in 0..length {
