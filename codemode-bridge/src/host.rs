@@ -1,20 +1,141 @@
-//! The `ToolHost` trait an embedder implements to run the tools a guest calls.
+//! The `ToolHost` trait an embedder implements to run the tools a guest calls, and the [`CallContext`] each call
+//! comes with: who runs it, its ids, an abort signal and a progress sink, so a host can run a nested call as it
+//! runs a normal one.
+
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
 
 /// Facts about one nested call, passed to the host with it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct CallContext {
     /// The code mode run the call belongs to.
     pub run_id: String,
     /// The session that owns the run, if the embedder set one.
     pub session_id: Option<String>,
-    /// The bridge request id, `bridge:<method>:<n>`.
+    /// The agent that owns the run, if the embedder set one.
+    pub agent_id: Option<String>,
+    /// The agent run (turn) that owns the run, if the embedder set one.
+    pub agent_run_id: Option<String>,
+    /// The call's id within the run, the bridge request id `bridge:<method>:<n>`.
     pub request_id: String,
     /// The MCP server, for MCP calls.
     pub server: Option<String>,
+    /// Fires when the call is cancelled: the guest no longer waits for it, or the run ended, timed out or was
+    /// aborted. The call's future is dropped then too; the signal is for work the host runs elsewhere.
+    pub abort: AbortSignal,
+    /// Where the host reports the call's progress.
+    pub progress: ProgressSink,
+}
+
+impl CallContext {
+    /// A context for `run_id` and `request_id`, with no owner, server, abort or progress hook: for hosts' tests.
+    pub fn new(run_id: impl Into<String>, request_id: impl Into<String>) -> Self {
+        CallContext { run_id: run_id.into(), request_id: request_id.into(), ..CallContext::default() }
+    }
+
+    /// The same context for an MCP call to `server`.
+    #[must_use]
+    pub fn with_server(mut self, server: impl Into<String>) -> Self {
+        self.server = Some(server.into());
+        self
+    }
+}
+
+/// A nested call's cancellation, observable by the host.
+#[derive(Clone, Debug, Default)]
+pub struct AbortSignal(CancellationToken);
+
+impl AbortSignal {
+    /// A signal that has not fired, with the handle that fires it.
+    pub fn new() -> (AbortSignal, AbortOnDrop) {
+        let token = CancellationToken::new();
+        (AbortSignal(token.clone()), AbortOnDrop(token.drop_guard()))
+    }
+
+    /// Whether the call was cancelled.
+    pub fn is_aborted(&self) -> bool {
+        self.0.is_cancelled()
+    }
+
+    /// Resolves when the call is cancelled.
+    pub async fn aborted(&self) {
+        self.0.cancelled().await;
+    }
+}
+
+/// Fires its [`AbortSignal`] when dropped, unless [`AbortOnDrop::disarm`]ed first.
+#[derive(Debug)]
+pub struct AbortOnDrop(tokio_util::sync::DropGuard);
+
+impl AbortOnDrop {
+    /// Drops the handle without firing the signal: the call finished.
+    pub fn disarm(self) {
+        let _ = self.0.disarm();
+    }
+}
+
+/// One progress report of a nested call, as MCP's `notifications/progress` carries it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallProgress {
+    /// The run the call belongs to.
+    pub run_id: String,
+    /// The call, `bridge:<method>:<n>`.
+    pub request_id: String,
+    /// Progress so far; increases with each report.
+    pub progress: f64,
+    /// The total, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<f64>,
+    /// A human-readable note.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// A hook that receives [`CallProgress`] reports.
+pub type ProgressHook = Arc<dyn Fn(CallProgress) + Send + Sync>;
+
+/// Where a host reports a nested call's progress; the embedder's hook receives it, or nothing does.
+#[derive(Clone, Default)]
+pub struct ProgressSink {
+    hook: Option<ProgressHook>,
+    run_id: String,
+    request_id: String,
+}
+
+impl ProgressSink {
+    /// A sink that hands every report about call `request_id` of `run_id` to `hook`.
+    pub fn new(hook: Option<ProgressHook>, run_id: &str, request_id: &str) -> Self {
+        ProgressSink { hook, run_id: run_id.to_owned(), request_id: request_id.to_owned() }
+    }
+
+    /// Whether anyone receives the reports (a host may skip computing them otherwise).
+    pub fn is_observed(&self) -> bool {
+        self.hook.is_some()
+    }
+
+    /// Reports progress: `progress` so far, out of `total` when known, with an optional note.
+    pub fn report(&self, progress: f64, total: Option<f64>, message: Option<String>) {
+        if let Some(hook) = &self.hook {
+            hook(CallProgress {
+                run_id: self.run_id.clone(),
+                request_id: self.request_id.clone(),
+                progress,
+                total,
+                message,
+            });
+        }
+    }
+}
+
+impl std::fmt::Debug for ProgressSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProgressSink").field("observed", &self.hook.is_some()).finish_non_exhaustive()
+    }
 }
 
 /// A tool failure, as the guest will see it: a catchable `Error` with `.code` and `.message`.

@@ -17,8 +17,9 @@ pub use call::{
     ResultLoadArgs, SearchArgs, SleepArgs, StoreArgs, YieldArgs,
 };
 pub use code::{BridgeErrorCode, EffectStatus};
-pub use host::{CallContext, ToolError, ToolHost};
+pub use host::{AbortOnDrop, AbortSignal, CallContext, CallProgress, ProgressHook, ProgressSink, ToolError, ToolHost};
 pub use request::{BridgeMethod, BridgeRequest, Journal, RequestDigest, Round, Settlement, SettlementValue};
 pub use result::{
-    CodeModeResult, Completed, ErrorCode, Failed, FailurePhase, OutputItem, PendingToolCall, WaitReason, Waiting,
+    CodeModeResult, Completed, ErrorCode, ErrorKind, Failed, FailurePhase, OutputItem, PendingToolCall, WaitReason,
+    Waiting,
 };

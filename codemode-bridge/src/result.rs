@@ -30,28 +30,25 @@ impl OutputItem {
     }
 }
 
-/// Failure codes of a cell, as the seed names them.
+/// Failure codes of a cell: exactly the seed's closed union, so a client that switches on `code` keeps working.
+/// What a code does not say (an uncaught throw, the memory limit) is in the result's [`ErrorKind`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum ErrorCode {
-    /// The run was cancelled by the host.
+    /// The run was cancelled by the caller.
     Aborted,
-    /// The input, source or a guest request was invalid; the model can fix it.
+    /// The input, source or a guest request was invalid, or the run is unknown, expired or another's; the model
+    /// can fix it.
     InvalidInput,
-    /// The executor could not start or the run is no longer available.
+    /// The executor could not start, or its worker ended in a way the host did not cause.
     RuntimeUnavailable,
-    /// The wall-clock or instruction budget ran out.
+    /// The execution deadline (`timeoutMs`, wall clock) passed.
     Timeout,
-    /// The guest passed its memory limit.
-    MemoryLimitExceeded,
     /// Output could not fit the output budget even truncated.
     OutputLimitExceeded,
     /// The checkpoint of a suspended run passed `maxSnapshotBytes`.
     SnapshotLimitExceeded,
-    /// The guest program threw (or rejected) and did not catch it.
-    GuestError,
-    /// A fault of ours: a crashed worker, a replay divergence, a broken invariant.
+    /// Everything else: an uncaught throw, an unhandled rejection, the memory limit, a fault of ours.
     InternalError,
 }
 
@@ -63,11 +60,85 @@ impl ErrorCode {
             ErrorCode::InvalidInput => "invalid_input",
             ErrorCode::RuntimeUnavailable => "runtime_unavailable",
             ErrorCode::Timeout => "timeout",
-            ErrorCode::MemoryLimitExceeded => "memory_limit_exceeded",
             ErrorCode::OutputLimitExceeded => "output_limit_exceeded",
             ErrorCode::SnapshotLimitExceeded => "snapshot_limit_exceeded",
-            ErrorCode::GuestError => "guest_error",
             ErrorCode::InternalError => "internal_error",
+        }
+    }
+}
+
+/// The cause of a failure, finer than its [`ErrorCode`]: the `errorKind` field of a failed result. Each kind
+/// belongs to exactly one code ([`ErrorKind::code`]); a kind named like a code is that code's plain case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// Code `aborted`.
+    Aborted,
+    /// Code `invalid_input`.
+    InvalidInput,
+    /// Code `runtime_unavailable`: the worker could not start or ended for a reason the host did not cause.
+    RuntimeUnavailable,
+    /// Code `timeout`.
+    Timeout,
+    /// Code `output_limit_exceeded`.
+    OutputLimitExceeded,
+    /// Code `snapshot_limit_exceeded`.
+    SnapshotLimitExceeded,
+    /// Code `internal_error`: a fault of ours (a broken invariant, a replay divergence).
+    InternalError,
+    /// Code `internal_error`: the program threw (or its promise rejected) and did not catch it, or it awaits a
+    /// promise nothing can settle any more.
+    GuestError,
+    /// Code `internal_error`: a promise rejected with no handler attached by the time the cell ended.
+    UnhandledRejection,
+    /// Code `internal_error`: the program passed `memoryLimitBytes` or the worker's stack.
+    MemoryLimitExceeded,
+    /// Code `internal_error`: an uncatchable engine limit (recursion depth, loop iterations).
+    EngineLimit,
+}
+
+impl ErrorKind {
+    /// The closed code this kind reports under.
+    pub fn code(self) -> ErrorCode {
+        match self {
+            ErrorKind::Aborted => ErrorCode::Aborted,
+            ErrorKind::InvalidInput => ErrorCode::InvalidInput,
+            ErrorKind::RuntimeUnavailable => ErrorCode::RuntimeUnavailable,
+            ErrorKind::Timeout => ErrorCode::Timeout,
+            ErrorKind::OutputLimitExceeded => ErrorCode::OutputLimitExceeded,
+            ErrorKind::SnapshotLimitExceeded => ErrorCode::SnapshotLimitExceeded,
+            ErrorKind::InternalError
+            | ErrorKind::GuestError
+            | ErrorKind::UnhandledRejection
+            | ErrorKind::MemoryLimitExceeded
+            | ErrorKind::EngineLimit => ErrorCode::InternalError,
+        }
+    }
+
+    /// The wire spelling, e.g. `memory_limit_exceeded`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::GuestError => "guest_error",
+            ErrorKind::UnhandledRejection => "unhandled_rejection",
+            ErrorKind::MemoryLimitExceeded => "memory_limit_exceeded",
+            ErrorKind::EngineLimit => "engine_limit",
+            other => other.code().as_str(),
+        }
+    }
+}
+
+impl From<ErrorCode> for ErrorKind {
+    /// A code's plain case.
+    fn from(code: ErrorCode) -> Self {
+        match code {
+            ErrorCode::Aborted => ErrorKind::Aborted,
+            ErrorCode::InvalidInput => ErrorKind::InvalidInput,
+            ErrorCode::RuntimeUnavailable => ErrorKind::RuntimeUnavailable,
+            ErrorCode::Timeout => ErrorKind::Timeout,
+            ErrorCode::OutputLimitExceeded => ErrorKind::OutputLimitExceeded,
+            ErrorCode::SnapshotLimitExceeded => ErrorKind::SnapshotLimitExceeded,
+            ErrorCode::InternalError => ErrorKind::InternalError,
         }
     }
 }
@@ -133,6 +204,9 @@ pub struct Waiting {
     pub pending_tool_calls: Vec<PendingToolCall>,
     /// Whether every tool the run called is replay-safe.
     pub replay_safe: bool,
+    /// Notes for the model; the untrusted-content notice when the run read MCP content.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// Output not delivered by an earlier call of this run.
     #[serde(default)]
     pub output: Vec<OutputItem>,
@@ -146,12 +220,17 @@ pub struct Waiting {
 pub struct Failed {
     /// What went wrong, for the model.
     pub error: String,
-    /// The failure code.
+    /// The failure code, one of the seed's closed union.
     pub code: ErrorCode,
+    /// The cause within `code`, e.g. `guest_error` or `memory_limit_exceeded` under `internal_error`.
+    pub error_kind: ErrorKind,
     /// Where it failed.
     pub failure_phase: FailurePhase,
     /// Whether any bridge request was dispatched to the host before the failure.
     pub bridge_dispatch_started: bool,
+    /// Notes for the model; the untrusted-content notice when the run read MCP content.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// Output not delivered by an earlier call of this run.
     #[serde(default)]
     pub output: Vec<OutputItem>,
@@ -198,13 +277,21 @@ impl CodeModeResult {
         }
     }
 
-    /// A failure with no output, in the given phase.
-    pub fn failed(code: ErrorCode, phase: FailurePhase, error: impl Into<String>, telemetry: Telemetry) -> Self {
+    /// A failure with no output, in the given phase; `kind` is an [`ErrorKind`] or an [`ErrorCode`]'s plain case.
+    pub fn failed(
+        kind: impl Into<ErrorKind>,
+        phase: FailurePhase,
+        error: impl Into<String>,
+        telemetry: Telemetry,
+    ) -> Self {
+        let error_kind = kind.into();
         CodeModeResult::Failed(Failed {
             error: error.into(),
-            code,
+            code: error_kind.code(),
+            error_kind,
             failure_phase: phase,
             bridge_dispatch_started: false,
+            warnings: Vec::new(),
             output: Vec::new(),
             telemetry,
         })

@@ -91,12 +91,33 @@ pub struct ToolDefinition {
     /// Whether the tool may run in a `restartSafe` cell.
     #[serde(default)]
     pub replay_safe: bool,
+    /// How its calls are scheduled among the other calls of the run's catalog.
+    #[serde(default, skip_serializing_if = "ExecutionMode::is_parallel")]
+    pub execution_mode: ExecutionMode,
+}
+
+/// How a tool's nested calls are scheduled (the seed's `executionMode`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum ExecutionMode {
+    /// Calls may overlap with other parallel-capable calls.
+    #[default]
+    Parallel,
+    /// A call waits for every earlier catalog call to finish and holds back later calls until its own result is in.
+    Sequential,
+}
+
+impl ExecutionMode {
+    fn is_parallel(&self) -> bool {
+        *self == ExecutionMode::Parallel
+    }
 }
 
 impl ToolDefinition {
     /// A tool with its name, description and input schema (JSON Schema of the arguments object); every other
     /// field takes the value a JSON definition that omits it gets: no label, no output schema, source
-    /// [`ToolSource::Openclaw`], no server, not direct-only, not replay-safe.
+    /// [`ToolSource::Openclaw`], no server, not direct-only, not replay-safe, parallel.
     pub fn new(name: impl Into<String>, description: impl Into<String>, parameters: serde_json::Value) -> Self {
         ToolDefinition {
             name: name.into(),
@@ -108,6 +129,7 @@ impl ToolDefinition {
             server: None,
             direct_only: false,
             replay_safe: false,
+            execution_mode: ExecutionMode::Parallel,
         }
     }
 
@@ -150,6 +172,13 @@ impl ToolDefinition {
     #[must_use]
     pub fn replay_safe(mut self, yes: bool) -> Self {
         self.replay_safe = yes;
+        self
+    }
+
+    /// Sets how the tool's calls are scheduled.
+    #[must_use]
+    pub fn execution_mode(mut self, mode: ExecutionMode) -> Self {
+        self.execution_mode = mode;
         self
     }
 }

@@ -21,7 +21,7 @@ use indexmap::map::Entry;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-pub use definition::{ToolDefinition, ToolSource};
+pub use definition::{ExecutionMode, ToolDefinition, ToolSource};
 pub use error::CatalogError;
 pub use index::QuickIndex;
 pub use validate::ContractError;

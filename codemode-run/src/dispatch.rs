@@ -8,10 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use codemode_bridge::{
-    ApiArgs, BridgeCall, BridgeErrorCode, BridgeMethod, BridgeRequest, CallContext, CallValueArgs, DescribeArgs,
-    LoadArgs, NamespaceArgs, NamespaceTarget, RequestDigest, ResultLoadArgs, SearchArgs, Settlement, SettlementValue,
-    SleepArgs, StoreArgs, ToolError, YieldArgs,
+    AbortOnDrop, AbortSignal, ApiArgs, BridgeCall, BridgeErrorCode, BridgeMethod, BridgeRequest, CallContext,
+    CallValueArgs, DescribeArgs, LoadArgs, NamespaceArgs, NamespaceTarget, ProgressSink, RequestDigest, ResultLoadArgs,
+    SearchArgs, Settlement, SettlementValue, SleepArgs, StoreArgs, ToolError, YieldArgs,
 };
+use codemode_catalog::{ExecutionMode, ToolSource};
 use serde_json::Value;
 
 use crate::Inner;
@@ -39,12 +40,6 @@ pub(crate) fn dispatch(
     let BridgeRequest { id, call } = request;
     let method = call.method();
     let settle = |parts: RunParts<'_>, value: SettlementValue| settle_now(parts, id, method, digest, value);
-    let cx = CallContext {
-        run_id: parts.run_id.to_owned(),
-        session_id: parts.session.map(str::to_owned),
-        request_id: format!("bridge:{}:{id}", method.as_str()),
-        server: None,
-    };
     let session = parts.session.unwrap_or("default");
     let future: std::pin::Pin<Box<dyn std::future::Future<Output = SettlementValue> + Send>> = match call {
         BridgeCall::Yield(YieldArgs { reason }) => {
@@ -63,15 +58,23 @@ pub(crate) fn dispatch(
                 return settle(parts, SettlementValue::err(e.code, e.message));
             }
             *parts.replay_safe &= entry.definition.replay_safe;
-            parts.counters.call_count += 1;
+            // An MCP tool reached through its catalog handle answers with third-party content too.
+            *parts.untrusted |= entry.definition.source == ToolSource::Mcp;
+            parts.scope.count_call();
             *parts.dispatch_started = true;
+            let (cx, fire_abort) = call_context(inner, &parts, id, method, None);
+            let mode = entry.definition.execution_mode;
+            let scope = parts.scope.clone();
             let inner = inner.clone();
             Box::pin(async move {
+                let _turn = scope.turn(mode).await;
                 let Some(entry) = inner.catalog.by_callable(&tool) else {
                     return invalid(unknown_tool(&tool));
                 };
                 let name = entry.definition.name.clone();
-                match inner.host.call_tool(&name, tool_args, cx).await {
+                let result = inner.host.call_tool(&name, tool_args, cx).await;
+                fire_abort.disarm();
+                match result {
                     Ok(value) => match inner.catalog.validate_output(entry, &value) {
                         Ok(()) => bounded(value),
                         Err(e) => SettlementValue::err(e.code, e.message),
@@ -85,6 +88,7 @@ pub(crate) fn dispatch(
             let Some(ns) = inner.catalog.mcp_servers().iter().find(|s| s.name == server) else {
                 return settle(parts, invalid(format!("unknown MCP server \"{server}\"")));
             };
+            let mut mode = ExecutionMode::Parallel;
             match &target {
                 NamespaceTarget::Tool(tool) => {
                     let known = ns.tools.iter().find(|t| &t.name == tool);
@@ -96,6 +100,7 @@ pub(crate) fn dispatch(
                         return settle(parts, invalid(not_replay_safe(tool)));
                     }
                     *parts.replay_safe &= entry.definition.replay_safe;
+                    mode = entry.definition.execution_mode;
                 }
                 NamespaceTarget::Op(_) if parts.restart_safe => {
                     return settle(
@@ -105,17 +110,21 @@ pub(crate) fn dispatch(
                 }
                 NamespaceTarget::Op(_) => {}
             }
-            parts.counters.call_count += 1;
+            parts.scope.count_call();
             *parts.dispatch_started = true;
             *parts.untrusted = true;
+            let (cx, fire_abort) = call_context(inner, &parts, id, method, Some(&server));
+            let scope = parts.scope.clone();
             let inner = inner.clone();
-            let mut cx = cx;
-            cx.server = Some(server.clone());
             Box::pin(async move {
                 let result = match target {
-                    NamespaceTarget::Tool(tool) => inner.host.call_tool(&tool, call_args, cx).await,
+                    NamespaceTarget::Tool(tool) => {
+                        let _turn = scope.turn(mode).await;
+                        inner.host.call_tool(&tool, call_args, cx).await
+                    }
                     NamespaceTarget::Op(op) => inner.host.namespace(&server, &op, call_args, cx).await,
                 };
+                fire_abort.disarm();
                 match result {
                     Ok(value) => bounded(value),
                     Err(ToolError { code, message }) => SettlementValue::err(code, message),
@@ -123,7 +132,7 @@ pub(crate) fn dispatch(
             })
         }
         BridgeCall::Search(search) => {
-            parts.counters.search_count += 1;
+            parts.scope.count_search();
             let value = match search {
                 SearchArgs::All => ok(to_json(inner.catalog.all())),
                 SearchArgs::Query { query, limit } => match inner.catalog.search(&query, limit.as_ref()) {
@@ -145,7 +154,7 @@ pub(crate) fn dispatch(
             return settle(parts, value);
         }
         BridgeCall::Describe(DescribeArgs { tool }) => {
-            parts.counters.describe_count += 1;
+            parts.scope.count_describe();
             let value = match inner.catalog.describe(&tool) {
                 Some(value) => ok(value),
                 None => invalid(unknown_tool(&tool)),
@@ -222,6 +231,27 @@ pub(crate) fn dispatch(
     };
     parts.pending.insert(id, (method, digest.0, handle));
     Ok(())
+}
+
+/// The context of a nested call, with the handle that fires its abort signal if the call's future is dropped
+/// before the host answered.
+fn call_context(
+    inner: &Inner,
+    parts: &RunParts<'_>,
+    id: u32,
+    method: BridgeMethod,
+    server: Option<&str>,
+) -> (CallContext, AbortOnDrop) {
+    let request_id = format!("bridge:{}:{id}", method.as_str());
+    let (abort, fire_abort) = AbortSignal::new();
+    let mut cx = CallContext::new(parts.run_id, request_id);
+    cx.session_id = parts.owner.session_id.clone();
+    cx.agent_id = parts.owner.agent_id.clone();
+    cx.agent_run_id = parts.owner.agent_run_id.clone();
+    cx.server = server.map(str::to_owned);
+    cx.progress = ProgressSink::new(inner.progress.clone(), parts.run_id, &cx.request_id);
+    cx.abort = abort;
+    (cx, fire_abort)
 }
 
 /// Settles a request whose answer is known at once; it is delivered at the next quiescent point.

@@ -8,10 +8,11 @@ mod dispatch;
 pub mod machine;
 mod results;
 mod run;
+mod scope;
 
 use std::sync::Arc;
 
-use codemode_bridge::ToolHost;
+use codemode_bridge::{ProgressHook, ToolHost};
 use codemode_catalog::Catalog;
 use codemode_config::Limits;
 use codemode_snapshot::{Clock, RunStore, SessionStore};
@@ -19,6 +20,7 @@ use codemode_vm::pool::WorkerPool;
 
 pub use results::ResultStore;
 pub use run::{Cell, LiveRun, abort, cancelled, exec, input_failure, start_sweeper, wait};
+pub use scope::{CatalogScope, CatalogScopes, MAX_SCOPES};
 
 /// Who is calling: runs are scoped to their session and agent run.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -55,6 +57,10 @@ pub struct Inner {
     pub clock: Arc<dyn Clock>,
     /// Where a new run's `Math.random` seed comes from.
     pub entropy: Arc<dyn Entropy>,
+    /// What the cells of each run catalog share: cumulative counters and the sequential tools' schedule.
+    pub scopes: CatalogScopes,
+    /// Receives the progress the tool host reports for nested calls, if the embedder set it.
+    pub progress: Option<ProgressHook>,
 }
 
 /// The source of a new run's seed, behind a trait so tests can pin it.

@@ -8,10 +8,10 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use codemode_bridge::{
-    BridgeMethod, BridgeRequest, ErrorCode, FailurePhase, Journal, OutputBudget, OutputItem, RequestDigest, Round,
-    Settlement, SettlementValue, WaitReason,
+    BridgeMethod, BridgeRequest, ErrorCode, ErrorKind, FailurePhase, Journal, OutputBudget, OutputItem, RequestDigest,
+    Round, Settlement, SettlementValue, WaitReason,
 };
-use codemode_snapshot::{Checkpoint, RunCounters};
+use codemode_snapshot::Checkpoint;
 use codemode_vm::pool::Death;
 use codemode_vm::protocol::{CellFailure, CellLimits, GuestOutcome, HostMessage, Start, WorkerMessage};
 use serde_json::{Value, json};
@@ -56,8 +56,8 @@ pub enum Ending {
     Returned(Value),
     /// The run failed.
     Failed {
-        /// The error code.
-        code: ErrorCode,
+        /// The cause; its code is `kind.code()`.
+        kind: ErrorKind,
         /// Where it failed.
         phase: FailurePhase,
         /// The message for the model (the driver budgets and redacts it).
@@ -150,7 +150,6 @@ pub struct RunMachine {
     /// Output items the worker has emitted so far (delivered or pending delivery).
     pub(crate) emitted: usize,
     pub(crate) new_output: Vec<OutputItem>,
-    pub(crate) counters: RunCounters,
     pub(crate) dispatch_started: bool,
     pub(crate) replay_safe: bool,
     /// Whether content from an MCP server (untrusted) reached the program.
@@ -188,7 +187,6 @@ impl RunMachine {
             budget: OutputBudget::new(setup.max_output_bytes),
             emitted: 0,
             new_output: Vec::new(),
-            counters: RunCounters::default(),
             dispatch_started: false,
             replay_safe: true,
             untrusted: false,
@@ -217,7 +215,6 @@ impl RunMachine {
             budget: checkpoint.output_budget.clone(),
             emitted: checkpoint.delivered_output,
             new_output: Vec::new(),
-            counters: checkpoint.counters,
             dispatch_started: true,
             replay_safe: checkpoint.restart_safe,
             untrusted: checkpoint.untrusted,
@@ -315,10 +312,10 @@ impl RunMachine {
             Event::Worker(message) => self.on_message(message),
             Event::Died(death) => {
                 let (code, phase) = match death {
-                    Death::Memory | Death::Stack => (ErrorCode::MemoryLimitExceeded, FailurePhase::Guest),
-                    Death::Other(_) => (ErrorCode::InternalError, FailurePhase::Guest),
+                    Death::Memory | Death::Stack => (ErrorKind::MemoryLimitExceeded, FailurePhase::Guest),
+                    Death::Other(_) => (ErrorKind::InternalError, FailurePhase::Guest),
                     // The worker ended before running anything: the runtime, not the program, is at fault.
-                    Death::Confinement(_) => (ErrorCode::RuntimeUnavailable, FailurePhase::Host),
+                    Death::Confinement(_) => (ErrorKind::RuntimeUnavailable, FailurePhase::Host),
                 };
                 self.kill_and_fail(code, phase, death.message());
             }
@@ -334,7 +331,7 @@ impl RunMachine {
             }
             Event::Refused { code, phase, message } => {
                 self.queue.clear();
-                self.finish(Ending::Failed { code, phase, message });
+                self.finish(Ending::Failed { kind: code.into(), phase, message });
             }
             Event::Settled(settlement) => {
                 if self.pending.contains_key(&settlement.id) {
@@ -386,12 +383,13 @@ impl RunMachine {
                 // The worker ended the cell itself and is building a fresh context: it can serve again.
                 self.quiescent = true;
                 let (code, phase) = match failure {
-                    CellFailure::Timeout => (ErrorCode::Timeout, FailurePhase::Guest),
-                    CellFailure::InvalidInput => (ErrorCode::InvalidInput, FailurePhase::Bridge),
-                    CellFailure::Stalled | CellFailure::EngineLimit => (ErrorCode::GuestError, FailurePhase::Guest),
-                    CellFailure::Internal => (ErrorCode::InternalError, FailurePhase::Host),
+                    CellFailure::Timeout => (ErrorKind::Timeout, FailurePhase::Guest),
+                    CellFailure::InvalidInput => (ErrorKind::InvalidInput, FailurePhase::Bridge),
+                    CellFailure::Stalled => (ErrorKind::GuestError, FailurePhase::Guest),
+                    CellFailure::EngineLimit => (ErrorKind::EngineLimit, FailurePhase::Guest),
+                    CellFailure::Internal => (ErrorKind::InternalError, FailurePhase::Host),
                 };
-                self.finish(Ending::Failed { code, phase, message });
+                self.finish(Ending::Failed { kind: code, phase, message });
             }
             WorkerMessage::Quiescent { requests, outcome, open, canceled } => {
                 self.quiescent = true;
@@ -414,7 +412,7 @@ impl RunMachine {
                     let ending = match self.outcome.take().expect("checked above") {
                         GuestOutcome::Returned { value } => Ending::Returned(value),
                         GuestOutcome::Threw { error } => {
-                            Ending::Failed { code: ErrorCode::GuestError, phase: FailurePhase::Guest, message: error }
+                            Ending::Failed { kind: ErrorKind::GuestError, phase: FailurePhase::Guest, message: error }
                         }
                     };
                     self.finish(ending);
@@ -435,7 +433,7 @@ impl RunMachine {
             }
         } else if idle {
             self.finish(Ending::Failed {
-                code: ErrorCode::InternalError,
+                kind: ErrorKind::InternalError,
                 phase: FailurePhase::Host,
                 message: "code mode run has nothing in flight but the program waits for a settlement".into(),
             });
@@ -461,11 +459,11 @@ impl RunMachine {
         self.queue.push_back(Command::Send(HostMessage::Settle(round)));
     }
 
-    fn kill_and_fail(&mut self, code: ErrorCode, phase: FailurePhase, message: String) {
+    fn kill_and_fail(&mut self, kind: impl Into<ErrorKind>, phase: FailurePhase, message: String) {
         self.queue.clear();
         self.quiescent = false;
         self.queue.push_back(Command::Kill);
-        self.finish(Ending::Failed { code, phase, message });
+        self.finish(Ending::Failed { kind: kind.into(), phase, message });
     }
 
     fn finish(&mut self, ending: Ending) {

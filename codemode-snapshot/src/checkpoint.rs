@@ -40,7 +40,7 @@ pub fn is_valid_run_id(run_id: &str) -> bool {
 }
 
 /// Who may resume a run.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunOwner {
     /// The session (or session key) the run belongs to.
@@ -155,9 +155,12 @@ pub struct Checkpoint {
     /// waiting for the next delivery; a pending `yield` is among them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending: Vec<PendingRequest>,
-    /// Search, describe and call counts so far.
+    /// The cumulative search, describe and call counts of the run's catalog scope when it parked.
     #[serde(default, skip_serializing_if = "RunCounters::is_zero")]
     pub counters: RunCounters,
+    /// The `counterScope` those counts belong to.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub counter_scope: String,
     /// When the run first parked (epoch ms); set by the store when zero.
     #[serde(default)]
     pub created_at_ms: u64,
@@ -223,6 +226,7 @@ impl Checkpoint {
             reason,
             pending: Vec::new(),
             counters: RunCounters::default(),
+            counter_scope: String::new(),
             created_at_ms: 0,
             expires_at_ms: 0,
             generation: 0,

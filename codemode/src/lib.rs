@@ -52,13 +52,14 @@ pub use codemode_telemetry as telemetry;
 pub use codemode_vm as vm;
 
 pub use activation::model_tools;
-pub use codemode_bridge::{CodeModeResult, ErrorCode, FailurePhase, OutputItem, ToolHost};
-pub use codemode_catalog::{ToolDefinition, ToolSource};
+pub use codemode_bridge::{CodeModeResult, ErrorCode, ErrorKind, FailurePhase, OutputItem, ToolHost};
+pub use codemode_catalog::{ExecutionMode, ToolDefinition, ToolSource};
 pub use codemode_config::Limits;
 pub use codemode_run::RunScope;
 pub use codemode_surface::ToolSpec;
 pub use codemode_vm::confine::Confinement;
 
+use codemode_bridge::{CallProgress, ProgressHook};
 use codemode_catalog::{Catalog, CatalogOptions};
 use codemode_snapshot::{CheckpointBackend, FileBackend, MemoryBackend, RunStore, SessionStore, SystemClock};
 use codemode_vm::pool::{PoolConfig, WorkerCommand, WorkerPool};
@@ -115,9 +116,17 @@ pub struct CodeModeBuilder {
     replay_on_resume: bool,
     live_window: Option<Duration>,
     allow_slow_strings: bool,
+    progress: Option<ProgressHook>,
 }
 
 impl CodeModeBuilder {
+    /// Receives the progress the tool host reports for nested calls (`CallContext::progress`), with the run and
+    /// call ids: a host that streams updates of long calls to its user sets it.
+    pub fn on_progress(mut self, hook: impl Fn(CallProgress) + Send + Sync + 'static) -> Self {
+        self.progress = Some(Arc::new(hook));
+        self
+    }
+
     /// The limits of every run (default: the reference's defaults).
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
@@ -248,6 +257,8 @@ impl CodeModeBuilder {
             results: codemode_run::ResultStore::default(),
             clock: Arc::new(SystemClock),
             entropy: Arc::new(codemode_run::OsEntropy),
+            scopes: codemode_run::CatalogScopes::default(),
+            progress: self.progress,
         });
         codemode_run::start_sweeper(&inner, self.live_window.unwrap_or(DEFAULT_LIVE_WINDOW));
         Ok(CodeMode { inner })
@@ -300,7 +311,7 @@ impl CodeMode {
     pub async fn exec(&self, input: serde_json::Value, scope: RunScope) -> CodeModeResult {
         match Self::exec_input(&input) {
             Ok(input) => codemode_run::exec(self.inner.clone(), input, scope).await,
-            Err(message) => codemode_run::input_failure(&self.inner, message),
+            Err(message) => codemode_run::input_failure(&self.inner, &scope, message),
         }
     }
 
@@ -325,12 +336,13 @@ impl CodeMode {
     ) -> CodeModeResult {
         let input = match Self::exec_input(&input) {
             Ok(input) => input,
-            Err(message) => return codemode_run::input_failure(&self.inner, message),
+            Err(message) => return codemode_run::input_failure(&self.inner, &scope, message),
         };
+        let caller = scope.clone();
         tokio::select! {
             biased;
             result = codemode_run::exec(self.inner.clone(), input, scope) => result,
-            () = cancelled => codemode_run::cancelled(&self.inner),
+            () = cancelled => codemode_run::cancelled(&self.inner, &caller),
         }
     }
 
@@ -338,7 +350,7 @@ impl CodeMode {
     pub async fn wait(&self, input: serde_json::Value, scope: RunScope) -> CodeModeResult {
         match codemode_surface::parse_wait_input(&input) {
             Ok(input) => codemode_run::wait(self.inner.clone(), &input.run_id, scope).await,
-            Err(e) => codemode_run::input_failure(&self.inner, e.to_string()),
+            Err(e) => codemode_run::input_failure(&self.inner, &scope, e.to_string()),
         }
     }
 

@@ -326,9 +326,9 @@ fn event_text(event: &Event) -> String {
 fn ending_text(ending: &Ending) -> String {
     match ending {
         Ending::Returned(value) => format!("returned {value}"),
-        Ending::Failed { code, phase, message } => format!(
+        Ending::Failed { kind, phase, message } => format!(
             "failed {} ({}): {message}",
-            serde_json::to_value(code).expect("a code serializes"),
+            serde_json::to_value(kind).expect("a kind serializes"),
             serde_json::to_value(phase).expect("a phase serializes")
         ),
     }

@@ -104,7 +104,7 @@ fn a_result_over_the_limit_fails_with_a_clear_error() {
     }
     match give(&runtime, &host, &code_mode, huge, "return await give({})") {
         CodeModeResult::Failed(f) => {
-            assert_eq!(f.code.as_str(), "guest_error");
+            assert_eq!((f.code.as_str(), f.error_kind.as_str()), ("internal_error", "guest_error"));
             assert!(f.error.contains("limit"), "{}", f.error);
         }
         other => panic!("{other:?}"),

@@ -1,7 +1,7 @@
 //! The adversarial corpus: every program in `tests/corpus/*.js` runs, one at a time, through one real `CodeMode`; the
 //! host must survive, the result must be a well-formed `CodeModeResult` with the expected status and code, arrive
 //! within `timeoutMs` plus the 2 s grace, and the next cell must work. Header lines (leading `//`): `expect:
-//! completed|waiting|failed:<code>`, then any of `value:`, `value-contains:`, `output-contains:`, `error-contains:`,
+//! completed|waiting|failed:<errorKind>`, then any of `value:`, `value-contains:`, `output-contains:`, `error-contains:`,
 //! and `known-bug: <why>` (safety must hold; the expectation may fail, some bugs depend on load; listed each run).
 
 use std::path::{Path, PathBuf};
@@ -124,9 +124,13 @@ fn check_expectation(fixture: &Fixture, result: &CodeModeResult) -> Vec<String> 
     }
     match result {
         CodeModeResult::Failed(failed) => {
-            let code = failed.code.as_str();
-            if expect.code.as_deref().is_some_and(|c| c != code) {
-                problems.push(format!("code {code} (expected {})", expect.code.as_deref().unwrap_or("")));
+            // The expectation names the error kind, which for a code's plain case is the code itself.
+            let kind = failed.error_kind.as_str();
+            if expect.code.as_deref().is_some_and(|c| c != kind) {
+                problems.push(format!("errorKind {kind} (expected {})", expect.code.as_deref().unwrap_or("")));
+            }
+            if failed.error_kind.code() != failed.code {
+                problems.push(format!("errorKind {kind} reported under code {}", failed.code.as_str()));
             }
             for needle in &expect.error_contains {
                 if !failed.error.contains(needle.as_str()) {

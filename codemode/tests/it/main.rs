@@ -5,5 +5,6 @@ mod corpus;
 mod embed;
 mod exec;
 mod harness;
+mod host_integration;
 mod support;
 mod wait;

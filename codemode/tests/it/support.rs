@@ -90,9 +90,13 @@ pub fn value(result: &CodeModeResult) -> Value {
 }
 
 /// `(code, error)` of a failed result, or a panic showing the whole result.
+/// A failed result's `errorKind` (which for a code's plain case is the code) and message.
 pub fn failure(result: &CodeModeResult) -> (String, String) {
     match result {
-        CodeModeResult::Failed(f) => (f.code.as_str().to_owned(), f.error.clone()),
+        CodeModeResult::Failed(f) => {
+            assert_eq!(f.error_kind.code(), f.code, "a kind reports under its own code");
+            (f.error_kind.as_str().to_owned(), f.error.clone())
+        }
         other => panic!("expected failed, got {}", serde_json::to_string_pretty(other).unwrap()),
     }
 }

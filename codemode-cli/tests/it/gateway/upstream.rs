@@ -19,7 +19,7 @@ async fn start(everything_extra: &str) -> (tempfile::TempDir, GatewayConfig, Ups
 }
 
 fn cx(server: &str) -> CallContext {
-    CallContext { server: Some(server.into()), ..CallContext::default() }
+    CallContext::default().with_server(server)
 }
 
 #[tokio::test]
