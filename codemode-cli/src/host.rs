@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use anyhow::Context as _;
 use async_trait::async_trait;
 use codemode::ToolDefinition;
-use codemode::bridge::{CallContext, ToolError, ToolHost};
+use codemode::bridge::{AbortSignal, CallContext, ToolError, ToolHost};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -237,7 +237,8 @@ impl CliHost {
         if relative.as_os_str().is_empty() { ".".into() } else { relative.display().to_string() }
     }
 
-    async fn read(&self, args: &Value) -> Result<Value, ToolError> {
+    /// `read`, on a blocking thread that stops at its next chunk once the call is dropped or `abort` fires.
+    async fn read(&self, args: &Value, abort: AbortSignal) -> Result<Value, ToolError> {
         let path = args.get("path").and_then(Value::as_str).unwrap_or_default().to_owned();
         let offset = args.get("offset").and_then(Value::as_u64).unwrap_or(0);
         let limit = args.get("limit").and_then(Value::as_u64).unwrap_or(DEFAULT_READ_LINES);
@@ -248,7 +249,8 @@ impl CliHost {
         let token = self.reads.clone();
         let job = tokio::task::spawn_blocking(move || {
             let _token = token;
-            read_lines(&resolved, &path, offset, limit, &cancel)
+            let stopped = || cancel.load(Ordering::Relaxed) || abort.is_aborted();
+            read_lines(&resolved, &path, offset, limit, &stopped)
         });
         let (content, lines, total) =
             job.await.map_err(|e| ToolError::new(format!("the read was interrupted: {e}")))??;
@@ -290,7 +292,7 @@ impl CliHost {
 
 #[async_trait]
 impl ToolHost for CliHost {
-    async fn call_tool(&self, tool: &str, args: Value, _cx: CallContext) -> Result<Value, ToolError> {
+    async fn call_tool(&self, tool: &str, args: Value, cx: CallContext) -> Result<Value, ToolError> {
         if let Some(stub) = self.stubs.get(tool) {
             if let Some(message) = &stub.error {
                 return Err(ToolError::new(message.clone()));
@@ -301,7 +303,7 @@ impl ToolHost for CliHost {
             return Ok(stub.result.clone().unwrap_or(Value::Null));
         }
         match tool {
-            "read" => self.read(&args).await,
+            "read" => self.read(&args, cx.abort).await,
             "list" => self.list(&args),
             _ => Err(ToolError::new(format!(
                 "tool \"{tool}\" has no implementation in the codemode CLI; give it a stub in the --catalog file"
@@ -333,7 +335,7 @@ fn read_lines(
     path: &str,
     offset: u64,
     limit: u64,
-    cancel: &AtomicBool,
+    stopped: &dyn Fn() -> bool,
 ) -> Result<(String, u64, u64), ToolError> {
     let cannot = |e: std::io::Error| ToolError::new(format!("cannot read \"{path}\": {e}"));
     let not_a_file = || ToolError::new(format!("\"{path}\" is not a regular file; use list() for folders"));
@@ -359,7 +361,7 @@ fn read_lines(
     let mut chunk = vec![0u8; READ_CHUNK];
     let mut selected_line: Vec<u8> = Vec::new();
     loop {
-        if cancel.load(Ordering::Relaxed) {
+        if stopped() {
             return Err(ToolError::new(format!("the read of \"{path}\" was cancelled")));
         }
         let n = match file.read(&mut chunk) {

@@ -20,7 +20,7 @@ fn host(root: &Path) -> CliHost {
 }
 
 fn cx() -> CallContext {
-    CallContext { run_id: "run".into(), session_id: None, request_id: "bridge:tool:1".into(), server: None }
+    CallContext::new("run", "bridge:tool:1")
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -200,4 +200,22 @@ fn read_refuses_fifos_devices_and_folders_without_hanging() {
     assert_eq!(error.code, "invalid_input");
     let error = call(&host, "list", json!({ "path": "fifo" })).expect_err("list a FIFO");
     assert!(error.message.contains("is it a folder?"), "{error:?}");
+}
+
+#[test]
+fn a_read_whose_abort_signal_fired_stops() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let mut file = File::create(dir.path().join("endless.txt")).expect("create");
+    file.write_all(b"first\n").expect("write");
+    file.set_len(1 << 40).expect("a 1 TiB sparse file");
+    let host = host(dir.path());
+    let (signal, fire) = codemode::bridge::AbortSignal::new();
+    let mut cx = cx();
+    cx.abort = signal;
+    drop(fire);
+    let error = runtime()
+        .block_on(host.call_tool("read", json!({ "path": "endless.txt", "limit": 1 }), cx))
+        .expect_err("an aborted read");
+    assert_eq!(error.message, "the read of \"endless.txt\" was cancelled");
+    assert_eq!(host.reads_in_flight(), 0);
 }
