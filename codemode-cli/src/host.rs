@@ -2,15 +2,22 @@
 //! a `--catalog` file so programs can be dry-run without side effects.
 //!
 //! Invariant: every path the guest passes is resolved inside the root (after following symlinks); nothing outside
-//! it is read or listed, and no tool of this host writes anything.
+//! it is read, listed or even looked at, and no tool of this host writes anything. `read` holds at most what it
+//! returns plus one chunk, stops when its call is dropped, and opens only regular files.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::Read as _;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context as _;
 use async_trait::async_trait;
 use codemode::ToolDefinition;
-use codemode::bridge::{CallContext, ToolError, ToolHost};
+use codemode::bridge::{AbortSignal, CallContext, ToolError, ToolHost};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -18,6 +25,12 @@ use serde_json::{Value, json};
 const DEFAULT_READ_LINES: u64 = 2_000;
 /// Entries `list` returns at most.
 const MAX_LIST_ENTRIES: usize = 1_000;
+/// Symbolic links the jail follows for one path before it gives up (Linux's `ELOOP` limit).
+const MAX_SYMLINKS: usize = 40;
+/// Bytes `read` reads at a time; the cancel flag is checked between chunks.
+const READ_CHUNK: usize = 64 * 1024;
+/// Content bytes one `read` returns at most (the host refuses tool results over 8 MiB anyway).
+const MAX_READ_CONTENT: usize = 4 * 1024 * 1024;
 
 /// What a stubbed tool answers.
 #[derive(Clone, Debug, Deserialize)]
@@ -131,6 +144,17 @@ fn list_tool() -> ToolDefinition {
 pub struct CliHost {
     root: PathBuf,
     stubs: HashMap<String, Stub>,
+    /// One clone per `read` running on a blocking thread; see [`CliHost::reads_in_flight`].
+    reads: Arc<()>,
+}
+
+/// Sets the cancel flag of a blocking `read` when the tool call's future is dropped (a deadline, an abort).
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 impl CliHost {
@@ -139,23 +163,73 @@ impl CliHost {
         let root =
             root.canonicalize().with_context(|| format!("the root folder {} is not readable", root.display()))?;
         let stubs = tools.iter().filter_map(|(d, s)| s.clone().map(|s| (d.name.clone(), s))).collect();
-        Ok(CliHost { root, stubs })
+        Ok(CliHost { root, stubs, reads: Arc::new(()) })
+    }
+
+    /// How many `read` calls still run on a blocking thread, including those whose call was dropped and which
+    /// have not yet seen the cancel flag (at most one chunk later).
+    pub fn reads_in_flight(&self) -> usize {
+        Arc::strong_count(&self.reads) - 1
     }
 
     /// Resolves a guest path inside the root, or says why not.
+    ///
+    /// The jail tells nothing about the world outside the root: the path is resolved one component at a time,
+    /// following symlinks by hand, and only paths inside the root are ever looked at. Whatever leaves the root
+    /// (`..`, an absolute symlink, a relative one that climbs out) fails with the same code and message whether
+    /// its target exists or not, before anything outside is touched.
     fn resolve(&self, path: &str) -> Result<PathBuf, ToolError> {
-        let relative = path.trim_start_matches('/');
-        let joined = self.root.join(if relative.is_empty() { "." } else { relative });
-        let resolved = joined
-            .canonicalize()
-            .map_err(|_| ToolError::new(format!("\"{path}\" does not exist under the root folder")))?;
-        if !resolved.starts_with(&self.root) {
-            return Err(ToolError::with_code(
+        let outside = || {
+            ToolError::with_code(
                 "invalid_input",
                 format!("\"{path}\" is outside the root folder; use paths relative to it"),
-            ));
+            )
+        };
+        let missing = || ToolError::new(format!("\"{path}\" does not exist under the root folder"));
+        let relative = path.trim_start_matches('/');
+        // Components still to resolve, next first.
+        let mut todo: Vec<OsString> = Vec::new();
+        push_components(&mut todo, Path::new(relative)).ok_or_else(outside)?;
+        // A path that climbs out as written is outside, whether or not its first components exist.
+        let mut depth = 0usize;
+        for part in todo.iter().rev() {
+            if part == ".." {
+                depth = depth.checked_sub(1).ok_or_else(outside)?;
+            } else {
+                depth += 1;
+            }
         }
-        Ok(resolved)
+        let mut current = self.root.clone();
+        let mut links = 0;
+        while let Some(part) = todo.pop() {
+            if part == ".." {
+                if current == self.root {
+                    return Err(outside());
+                }
+                current.pop();
+                continue;
+            }
+            let candidate = current.join(&part);
+            let meta = std::fs::symlink_metadata(&candidate).map_err(|_| missing())?;
+            if !meta.file_type().is_symlink() {
+                current = candidate;
+                continue;
+            }
+            links += 1;
+            if links > MAX_SYMLINKS {
+                return Err(ToolError::new(format!("\"{path}\" has too many levels of symbolic links")));
+            }
+            let target = std::fs::read_link(&candidate).map_err(|_| missing())?;
+            if target.is_absolute() {
+                // An absolute target stays in the jail only if it names the root lexically.
+                let inside = target.strip_prefix(&self.root).map_err(|_| outside())?;
+                current = self.root.clone();
+                push_components(&mut todo, inside).ok_or_else(outside)?;
+            } else {
+                push_components(&mut todo, &target).ok_or_else(outside)?;
+            }
+        }
+        Ok(current)
     }
 
     fn display(&self, resolved: &Path) -> String {
@@ -163,24 +237,28 @@ impl CliHost {
         if relative.as_os_str().is_empty() { ".".into() } else { relative.display().to_string() }
     }
 
-    fn read(&self, args: &Value) -> Result<Value, ToolError> {
-        let path = args.get("path").and_then(Value::as_str).unwrap_or_default();
+    /// `read`, on a blocking thread that stops at its next chunk once the call is dropped or `abort` fires.
+    async fn read(&self, args: &Value, abort: AbortSignal) -> Result<Value, ToolError> {
+        let path = args.get("path").and_then(Value::as_str).unwrap_or_default().to_owned();
         let offset = args.get("offset").and_then(Value::as_u64).unwrap_or(0);
         let limit = args.get("limit").and_then(Value::as_u64).unwrap_or(DEFAULT_READ_LINES);
-        let resolved = self.resolve(path)?;
-        if !resolved.is_file() {
-            return Err(ToolError::new(format!("\"{path}\" is not a file; use list() for folders")));
-        }
-        let bytes = std::fs::read(&resolved).map_err(|e| ToolError::new(format!("cannot read \"{path}\": {e}")))?;
-        let text = String::from_utf8(bytes)
-            .map_err(|_| ToolError::new(format!("\"{path}\" is not UTF-8 text; read only text files")))?;
-        let total = text.lines().count() as u64;
-        let selected: Vec<&str> = text.lines().skip(offset as usize).take(limit as usize).collect();
+        let resolved = self.resolve(&path)?;
+        let display = self.display(&resolved);
+        let cancel = Arc::new(AtomicBool::new(false));
+        let _guard = CancelOnDrop(cancel.clone());
+        let token = self.reads.clone();
+        let job = tokio::task::spawn_blocking(move || {
+            let _token = token;
+            let stopped = || cancel.load(Ordering::Relaxed) || abort.is_aborted();
+            read_lines(&resolved, &path, offset, limit, &stopped)
+        });
+        let (content, lines, total) =
+            job.await.map_err(|e| ToolError::new(format!("the read was interrupted: {e}")))??;
         Ok(json!({
-            "path": self.display(&resolved),
-            "content": selected.join("\n"),
+            "path": display,
+            "content": content,
             "offset": offset,
-            "lines": selected.len(),
+            "lines": lines,
             "totalLines": total,
         }))
     }
@@ -214,7 +292,7 @@ impl CliHost {
 
 #[async_trait]
 impl ToolHost for CliHost {
-    async fn call_tool(&self, tool: &str, args: Value, _cx: CallContext) -> Result<Value, ToolError> {
+    async fn call_tool(&self, tool: &str, args: Value, cx: CallContext) -> Result<Value, ToolError> {
         if let Some(stub) = self.stubs.get(tool) {
             if let Some(message) = &stub.error {
                 return Err(ToolError::new(message.clone()));
@@ -225,11 +303,146 @@ impl ToolHost for CliHost {
             return Ok(stub.result.clone().unwrap_or(Value::Null));
         }
         match tool {
-            "read" => self.read(&args),
+            "read" => self.read(&args, cx.abort).await,
             "list" => self.list(&args),
             _ => Err(ToolError::new(format!(
                 "tool \"{tool}\" has no implementation in the codemode CLI; give it a stub in the --catalog file"
             ))),
         }
     }
+}
+
+/// Pushes the components of `path` onto `todo` so that the first component is popped first. `None` if `path` has a
+/// root or prefix component where a relative path was expected.
+fn push_components(todo: &mut Vec<OsString>, path: &Path) -> Option<()> {
+    let mut parts = Vec::new();
+    for component in path.components() {
+        match component {
+            Component::Normal(name) => parts.push(name.to_os_string()),
+            Component::ParentDir => parts.push(OsString::from("..")),
+            Component::CurDir => {}
+            Component::RootDir | Component::Prefix(_) => return None,
+        }
+    }
+    todo.extend(parts.into_iter().rev());
+    Some(())
+}
+
+/// Streams a regular file, returning lines `offset..offset + limit` joined with `\n` (as `str::lines` splits them),
+/// how many there are, and how many lines the file has. Holds the selected lines and one chunk, never the file.
+fn read_lines(
+    resolved: &Path,
+    path: &str,
+    offset: u64,
+    limit: u64,
+    stopped: &dyn Fn() -> bool,
+) -> Result<(String, u64, u64), ToolError> {
+    let cannot = |e: std::io::Error| ToolError::new(format!("cannot read \"{path}\": {e}"));
+    let not_a_file = || ToolError::new(format!("\"{path}\" is not a regular file; use list() for folders"));
+    // O_NONBLOCK: opening a FIFO for reading must not wait for a writer; O_NOFOLLOW: a symlink swapped in after
+    // the jail resolved the path is refused, not followed.
+    let mut file = File::options()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(resolved)
+        .map_err(|e| if e.raw_os_error() == Some(libc::ELOOP) { not_a_file() } else { cannot(e) })?;
+    let meta = file.metadata().map_err(cannot)?;
+    if !meta.file_type().is_file() {
+        return Err(not_a_file());
+    }
+    let not_text = || ToolError::new(format!("\"{path}\" is not UTF-8 text; read only text files"));
+    let end = offset.saturating_add(limit);
+    let mut content: Vec<u8> = Vec::new();
+    let mut lines = 0u64;
+    // The line being scanned, whether it has any byte yet, and the bytes of a UTF-8 sequence cut by a chunk end.
+    let mut line = 0u64;
+    let mut open = false;
+    let mut carry: Vec<u8> = Vec::new();
+    let mut chunk = vec![0u8; READ_CHUNK];
+    let mut selected_line: Vec<u8> = Vec::new();
+    loop {
+        if stopped() {
+            return Err(ToolError::new(format!("the read of \"{path}\" was cancelled")));
+        }
+        let n = match file.read(&mut chunk) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(cannot(e)),
+        };
+        if n == 0 {
+            break;
+        }
+        let bytes = &chunk[..n];
+        // UTF-8 is checked over the whole file, carrying an incomplete sequence into the next chunk.
+        check_utf8(&mut carry, bytes).ok_or_else(not_text)?;
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let (segment, newline) = match memchr::memchr(b'\n', rest) {
+                Some(i) => (&rest[..i], true),
+                None => (rest, false),
+            };
+            let selected = line >= offset && line < end;
+            if selected {
+                selected_line.extend_from_slice(segment);
+                if content.len() + selected_line.len() > MAX_READ_CONTENT {
+                    return Err(ToolError::new(format!(
+                        "lines {offset}..{} of \"{path}\" hold more than {MAX_READ_CONTENT} bytes; read fewer lines \
+                         (limit) or from a later offset",
+                        line + 1
+                    )));
+                }
+            }
+            open |= !segment.is_empty();
+            if newline {
+                if selected {
+                    if selected_line.last() == Some(&b'\r') {
+                        selected_line.pop();
+                    }
+                    push_line(&mut content, &mut selected_line, &mut lines);
+                }
+                line += 1;
+                open = false;
+                rest = &rest[segment.len() + 1..];
+            } else {
+                rest = &[];
+            }
+        }
+    }
+    if !carry.is_empty() {
+        return Err(not_text());
+    }
+    if open {
+        if line >= offset && line < end {
+            push_line(&mut content, &mut selected_line, &mut lines);
+        }
+        line += 1;
+    }
+    let content = String::from_utf8(content).map_err(|_| not_text())?;
+    Ok((content, lines, line))
+}
+
+fn push_line(content: &mut Vec<u8>, line: &mut Vec<u8>, lines: &mut u64) {
+    if *lines > 0 {
+        content.push(b'\n');
+    }
+    content.append(line);
+    *lines += 1;
+}
+
+/// Checks that `bytes`, after the incomplete sequence `carry` left by the previous chunk, is UTF-8 up to a sequence
+/// the next chunk may complete, which is left in `carry`. `None` on invalid UTF-8.
+fn check_utf8(carry: &mut Vec<u8>, bytes: &[u8]) -> Option<()> {
+    let joined;
+    let data: &[u8] = if carry.is_empty() {
+        bytes
+    } else {
+        joined = [std::mem::take(carry).as_slice(), bytes].concat();
+        &joined
+    };
+    match std::str::from_utf8(data) {
+        Ok(_) => carry.clear(),
+        Err(e) if e.error_len().is_none() => *carry = data[e.valid_up_to()..].to_vec(),
+        Err(_) => return None,
+    }
+    Some(())
 }

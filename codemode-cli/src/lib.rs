@@ -4,3 +4,4 @@
 //! It is not a stable API for other crates; embedders use the `codemode` facade.
 
 pub mod gateway;
+pub mod host;

@@ -4,14 +4,13 @@
 //! It re-executes itself as the worker process (`codemode __worker`), so one binary is the whole product. Exit code
 //! 0 means the run completed (or is waiting), 1 that it failed, 2 a usage or set-up error.
 
-mod host;
-
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use codemode::{CodeMode, CodeModeResult, Limits, RunScope};
+use codemode_cli::host;
 
 #[global_allocator]
 static ALLOCATOR: codemode::vm::worker::CountingAlloc = codemode::vm::worker::CountingAlloc;

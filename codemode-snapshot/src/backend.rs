@@ -1,13 +1,14 @@
-//! Durable homes for checkpoints and session values: the `CheckpointBackend` and `SessionBackend` traits, an
-//! in-memory backend, and a directory backend (`--state DIR`) that several processes may share.
+//! Durable homes for checkpoints and session values: the backend traits, an in-memory backend, and a directory
+//! backend (`--state DIR`) that several processes may share; not a database (session writers: last writer wins).
 //!
-//! Invariant of the directory backend: a file is either absent or a complete, valid document (writes go to a temp
-//! file that is renamed into place), and `take` is an atomic rename, so one process at most consumes a checkpoint.
-//! It is not a database: cross-process writers of one session's values are last-writer-wins.
+//! Invariant of the directory backend: a file is either absent or a complete, valid document (temp file renamed into
+//! place); `take` is an atomic rename, so one process at most consumes a checkpoint; a file is read only if it is a
+//! regular file (no symlink followed) under a size cap, a checkpoint only if the run id inside matches its name.
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::{ErrorKind, Write};
+use std::io::{ErrorKind, Read as _, Write};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
@@ -15,6 +16,13 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::{Checkpoint, StoreError, is_valid_run_id};
+
+/// The largest checkpoint file the directory backend reads: the largest `maxSnapshotBytes` allows.
+pub const MAX_CHECKPOINT_FILE_BYTES: u64 = 256 * 1024 * 1024;
+
+/// The largest session file the directory backend reads: 256 keys of 64 KiB (the default session limits) with room
+/// for JSON escaping.
+pub const MAX_SESSION_FILE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Where checkpoints of suspended runs are kept between park and resume.
 ///
@@ -207,16 +215,47 @@ fn write_atomic(path: &Path, bytes: &[u8], fsync: bool) -> Result<(), StoreError
 }
 
 /// The file's bytes, `None` when it does not exist.
-fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
-    match fs::read(path) {
-        Ok(bytes) => Ok(Some(bytes)),
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(StoreError::io(path, e)),
+///
+/// Only a regular file of at most `cap` bytes is read: the last component is not followed (a symlink is refused,
+/// so one to `/dev/zero` cannot exhaust memory), and opening does not block (a FIFO is refused, not waited on).
+fn read_optional(path: &Path, cap: u64) -> Result<Option<Vec<u8>>, StoreError> {
+    let corrupt = |reason: String| StoreError::Corrupt { path: path.to_owned(), reason };
+    let file =
+        fs::File::options().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC).open(path);
+    let file = match file {
+        Ok(file) => file,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(corrupt("a symbolic link, not a file".into())),
+        Err(e) => return Err(StoreError::io(path, e)),
+    };
+    let meta = file.metadata().map_err(|e| StoreError::io(path, e))?;
+    if !meta.file_type().is_file() {
+        return Err(corrupt("not a regular file".into()));
     }
+    if meta.len() > cap {
+        return Err(corrupt(format!("{} bytes, over the {cap}-byte cap for a state file", meta.len())));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    // The file may grow after the fstat; `take` keeps the read within the cap whatever it holds.
+    file.take(cap + 1).read_to_end(&mut bytes).map_err(|e| StoreError::io(path, e))?;
+    if bytes.len() as u64 > cap {
+        return Err(corrupt(format!("over the {cap}-byte cap for a state file")));
+    }
+    Ok(Some(bytes))
 }
 
-fn decode_checkpoint(path: &Path, bytes: &[u8]) -> Result<Checkpoint, StoreError> {
-    Checkpoint::decode(bytes).map_err(|reason| StoreError::Corrupt { path: path.to_owned(), reason })
+/// Decodes the checkpoint file of `run_id`, refusing one that holds another run's checkpoint: a file copied under
+/// another run's name must not resume (and re-run the calls of) the run it came from.
+fn decode_checkpoint(path: &Path, run_id: &str, bytes: &[u8]) -> Result<Checkpoint, StoreError> {
+    let checkpoint =
+        Checkpoint::decode(bytes).map_err(|reason| StoreError::Corrupt { path: path.to_owned(), reason })?;
+    if checkpoint.run_id != run_id {
+        return Err(StoreError::Corrupt {
+            path: path.to_owned(),
+            reason: format!("the file of run {run_id} holds the checkpoint of run {}", checkpoint.run_id),
+        });
+    }
+    Ok(checkpoint)
 }
 
 impl CheckpointBackend for FileBackend {
@@ -226,7 +265,9 @@ impl CheckpointBackend for FileBackend {
 
     fn get(&self, run_id: &str) -> Result<Option<Checkpoint>, StoreError> {
         let path = self.run_path(run_id)?;
-        read_optional(&path)?.map(|bytes| decode_checkpoint(&path, &bytes)).transpose()
+        read_optional(&path, MAX_CHECKPOINT_FILE_BYTES)?
+            .map(|bytes| decode_checkpoint(&path, run_id, &bytes))
+            .transpose()
     }
 
     fn take(&self, run_id: &str) -> Result<Option<Checkpoint>, StoreError> {
@@ -238,9 +279,12 @@ impl CheckpointBackend for FileBackend {
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(StoreError::io(&path, e)),
         }
-        let bytes = fs::read(&claimed).map_err(|e| StoreError::io(&claimed, e));
+        let bytes = read_optional(&claimed, MAX_CHECKPOINT_FILE_BYTES);
         let _ = fs::remove_file(&claimed);
-        decode_checkpoint(&path, &bytes?).map(Some)
+        match bytes? {
+            Some(bytes) => decode_checkpoint(&path, run_id, &bytes).map(Some),
+            None => Ok(None),
+        }
     }
 
     fn delete(&self, run_id: &str) -> Result<bool, StoreError> {
@@ -284,7 +328,7 @@ struct SessionFileRef<'a> {
 impl SessionBackend for FileBackend {
     fn load_session(&self, session: &str) -> Result<Map<String, Value>, StoreError> {
         let path = self.session_path(session);
-        let Some(bytes) = read_optional(&path)? else { return Ok(Map::new()) };
+        let Some(bytes) = read_optional(&path, MAX_SESSION_FILE_BYTES)? else { return Ok(Map::new()) };
         let file: SessionFile = serde_json::from_slice(&bytes)
             .map_err(|e| StoreError::Corrupt { path: path.clone(), reason: e.to_string() })?;
         if file.session != session {

@@ -72,6 +72,16 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// The backend answered for one run with the checkpoint of another; it is refused, never resumed.
+    #[error(
+        "the checkpoint stored for run {run_id} is the checkpoint of run {found}; refused, the run was not resumed"
+    )]
+    ForeignCheckpoint {
+        /// The run asked for.
+        run_id: String,
+        /// The run id inside the checkpoint.
+        found: String,
+    },
     /// A stored file could not be decoded.
     #[error("corrupt state file {path}: {reason}")]
     Corrupt {
@@ -96,9 +106,10 @@ impl StoreError {
             | StoreError::TooManyKeys { .. } => ErrorCode::InvalidInput,
             StoreError::SnapshotTooLarge { .. } => ErrorCode::SnapshotLimitExceeded,
             StoreError::DifferentCatalog => ErrorCode::RuntimeUnavailable,
-            StoreError::InvalidRunId(_) | StoreError::Io { .. } | StoreError::Corrupt { .. } => {
-                ErrorCode::InternalError
-            }
+            StoreError::InvalidRunId(_)
+            | StoreError::Io { .. }
+            | StoreError::Corrupt { .. }
+            | StoreError::ForeignCheckpoint { .. } => ErrorCode::InternalError,
         }
     }
 

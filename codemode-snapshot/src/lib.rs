@@ -12,7 +12,9 @@ mod error;
 mod session;
 mod store;
 
-pub use backend::{CheckpointBackend, FileBackend, MemoryBackend, SessionBackend};
+pub use backend::{
+    CheckpointBackend, FileBackend, MAX_CHECKPOINT_FILE_BYTES, MAX_SESSION_FILE_BYTES, MemoryBackend, SessionBackend,
+};
 pub use checkpoint::{
     CHECKPOINT_VERSION, Checkpoint, INTERRUPTED_CODE, INTERRUPTED_MESSAGE, PendingRequest, RunCounters, RunOwner,
     YieldRequest, interrupted_settlements, is_valid_run_id, new_run_id,

@@ -359,7 +359,7 @@ impl<L: Send + 'static> RunStore<L> {
         guard: Slot<L>,
         resumable: &impl Fn(&Checkpoint) -> Result<(), StoreError>,
     ) -> Result<Resumed<L>, StoreError> {
-        match self.inner.backend.take(&parked.checkpoint.run_id) {
+        match self.inner.backend.take(&parked.checkpoint.run_id).and_then(|c| own(&parked.checkpoint.run_id, c)) {
             // Another process sharing the backend consumed the run (and may have finished it).
             Ok(None) => Err(StoreError::Unavailable),
             // The durable copy is newer than ours: another process resumed and re-parked the run. The live
@@ -395,14 +395,16 @@ impl<L: Send + 'static> RunStore<L> {
         guard: Slot<L>,
         resumable: &impl Fn(&Checkpoint) -> Result<(), StoreError>,
     ) -> Result<Resumed<L>, StoreError> {
-        let Some(checkpoint) = self.inner.backend.get(run_id)? else { return Err(StoreError::Unavailable) };
+        let Some(checkpoint) = own(run_id, self.inner.backend.get(run_id)?)? else {
+            return Err(StoreError::Unavailable);
+        };
         if checkpoint.is_expired(now) {
             let _ = self.inner.backend.delete(run_id);
             return Err(StoreError::Unavailable);
         }
         checkpoint.owner.check(caller)?;
         resumable(&checkpoint)?;
-        match self.inner.backend.take(run_id)? {
+        match own(run_id, self.inner.backend.take(run_id)?)? {
             Some(checkpoint) => Ok(Resumed { checkpoint, live: None, restored: true, guard }),
             // Another process took it between our read and our claim.
             None => Err(StoreError::AlreadyResuming),
@@ -514,5 +516,16 @@ impl<L: Send + 'static> RunStore<L> {
             // A failed delete is harmless: the file is expired and is refused (and deleted) when next loaded.
             let _ = self.inner.backend.delete(&run.run_id);
         }
+    }
+}
+
+/// `checkpoint` if it is the checkpoint of `run_id`: whatever the backend, a run never resumes from another run's
+/// checkpoint (which would run that run's remaining calls a second time).
+fn own(run_id: &str, checkpoint: Option<Checkpoint>) -> Result<Option<Checkpoint>, StoreError> {
+    match checkpoint {
+        Some(c) if c.run_id != run_id => {
+            Err(StoreError::ForeignCheckpoint { run_id: run_id.to_owned(), found: c.run_id })
+        }
+        other => Ok(other),
     }
 }

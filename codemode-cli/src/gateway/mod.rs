@@ -1,11 +1,12 @@
 //! `codemode mcp`: an MCP server that wraps any set of MCP servers and offers them as `exec` + `wait`.
 //!
 //! `config` reads the file, `upstream` runs the wrapped servers and is the facade's `ToolHost`, `server` speaks MCP
-//! to the client. This module only wires them; the code mode engine itself is the `codemode` facade. Invariant: after
+//! to the client over `stdio` (or Streamable HTTP). This module only wires them; the code mode engine itself is the `codemode` facade. Invariant: after
 //! start-up, nothing an upstream server or a guest program does can stop the gateway.
 
 pub mod config;
 pub mod server;
+pub mod stdio;
 pub mod upstream;
 
 use std::net::SocketAddr;

@@ -224,7 +224,7 @@ impl ServerHandler for GatewayServer {
 /// [`Error::Serve`] when the MCP handshake on stdio fails.
 pub async fn serve_stdio(gateway: Arc<Gateway>) -> Result<(), Error> {
     let running = GatewayServer::stdio(gateway)
-        .serve(rmcp::transport::stdio())
+        .serve(super::stdio::transport(tokio::io::stdin(), tokio::io::stdout()))
         .await
         .map_err(|e| Error::Serve(format!("stdio handshake failed: {e}")))?;
     running.waiting().await.map_err(|e| Error::Serve(e.to_string()))?;

@@ -148,6 +148,131 @@ fn session_values_survive_a_restart() {
     assert_eq!(second.load("other session", "cursor").unwrap(), None);
 }
 
+fn run_file(dir: &std::path::Path, run_id: &str) -> std::path::PathBuf {
+    dir.join("runs").join(format!("{run_id}.json"))
+}
+
+fn session_file(dir: &std::path::Path, session: &str) -> std::path::PathBuf {
+    use sha2::Digest as _;
+    let name: String = sha2::Sha256::digest(session.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+    dir.join("sessions").join(format!("{name}.json"))
+}
+
+fn mkfifo(path: &std::path::Path) {
+    use std::os::unix::ffi::OsStrExt as _;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: `c_path` is a valid NUL-terminated path that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0, "mkfifo");
+}
+
+#[test]
+fn a_checkpoint_copied_under_another_runs_name_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T0));
+    let limits = codemode_config::Limits::default();
+    let first = store(dir.path(), &clock);
+    let (a, b) = (checkpoint(owner("s", "r"), 3), checkpoint(owner("s", "r"), 5));
+    let (id_a, id_b) = (a.run_id.clone(), b.run_id.clone());
+    first.park(first.reserve().unwrap(), a, None, &limits).unwrap();
+    first.park(first.reserve().unwrap(), b, None, &limits).unwrap();
+    std::fs::copy(run_file(dir.path(), &id_a), run_file(dir.path(), &id_b)).unwrap();
+
+    // The same process, whose index knows b: the durable copy holds a, so b is refused.
+    let err = first.begin_resume(&id_b, &owner("s", "r")).err().unwrap();
+    assert_eq!(err.code(), codemode_bridge::ErrorCode::InternalError);
+    assert!(err.to_string().contains(&format!("the file of run {id_b} holds the checkpoint of run {id_a}")), "{err}");
+
+    // Another process that knows only the files: the same refusal, and a is untouched and resumes once.
+    std::fs::copy(run_file(dir.path(), &id_a), run_file(dir.path(), &id_b)).unwrap();
+    let second = store(dir.path(), &clock);
+    let err = second.begin_resume(&id_b, &owner("s", "r")).err().unwrap();
+    assert!(err.to_string().contains("holds the checkpoint of run"), "{err}");
+    assert_eq!(second.occupied(), 0);
+    let resumed = second.begin_resume(&id_a, &owner("s", "r")).unwrap();
+    assert_eq!(resumed.checkpoint.run_id, id_a);
+    assert_eq!(resumed.checkpoint.journal.rounds.len(), 3);
+}
+
+/// A backend that answers every run id with one checkpoint, as a careless custom backend might.
+struct OneCheckpoint(codemode_snapshot::Checkpoint);
+
+impl CheckpointBackend for OneCheckpoint {
+    fn put(&self, _: &codemode_snapshot::Checkpoint) -> Result<(), StoreError> {
+        Ok(())
+    }
+    fn get(&self, _: &str) -> Result<Option<codemode_snapshot::Checkpoint>, StoreError> {
+        Ok(Some(self.0.clone()))
+    }
+    fn take(&self, _: &str) -> Result<Option<codemode_snapshot::Checkpoint>, StoreError> {
+        Ok(Some(self.0.clone()))
+    }
+    fn delete(&self, _: &str) -> Result<bool, StoreError> {
+        Ok(true)
+    }
+    fn list(&self) -> Result<Vec<String>, StoreError> {
+        Ok(vec![self.0.run_id.clone()])
+    }
+}
+
+#[test]
+fn the_store_refuses_another_runs_checkpoint_from_any_backend() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let limits = codemode_config::Limits::default();
+    let mut foreign = checkpoint(owner("s", "r"), 2);
+    foreign.expires_at_ms = T0 + 60_000;
+    let store: RunStore<Live> = RunStore::new(Arc::new(OneCheckpoint(foreign.clone())), clock);
+    let asked = codemode_snapshot::new_run_id();
+    let err = store.begin_resume(&asked, &owner("s", "r")).err().unwrap();
+    assert!(
+        matches!(&err, StoreError::ForeignCheckpoint { run_id, found } if *run_id == asked && *found == foreign.run_id),
+        "{err}"
+    );
+    // Parked in this process: the in-memory index names the run, the backend hands back another.
+    let mine = checkpoint(owner("s", "r"), 1);
+    let id = mine.run_id.clone();
+    store.park(store.reserve().unwrap(), mine, None, &limits).unwrap();
+    let err = store.begin_resume(&id, &owner("s", "r")).err().unwrap();
+    assert!(matches!(err, StoreError::ForeignCheckpoint { .. }), "{err}");
+}
+
+#[test]
+fn state_files_that_are_symlinks_fifos_or_huge_fail_fast() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T0));
+    let store = store(dir.path(), &clock);
+    let sessions = SessionStore::new(Arc::new(FileBackend::open(dir.path()).unwrap()));
+    let mut cases = Vec::new();
+    for (name, make) in
+        [("symlink to /dev/zero", 0), ("FIFO", 1), ("sparse file over the cap", 2), ("symlink to a valid file", 3)]
+    {
+        let run_id = codemode_snapshot::new_run_id();
+        let session = format!("session {name}");
+        for (path, cap) in [
+            (run_file(dir.path(), &run_id), codemode_snapshot::MAX_CHECKPOINT_FILE_BYTES),
+            (session_file(dir.path(), &session), codemode_snapshot::MAX_SESSION_FILE_BYTES),
+        ] {
+            match make {
+                0 => std::os::unix::fs::symlink("/dev/zero", &path).unwrap(),
+                1 => mkfifo(&path),
+                2 => std::fs::File::create(&path).unwrap().set_len(cap + 1).unwrap(),
+                _ => {
+                    let target = dir.path().join(format!("target-{run_id}.json"));
+                    std::fs::write(&target, b"{\"session\":\"x\",\"values\":{}}").unwrap();
+                    std::os::unix::fs::symlink(&target, &path).unwrap();
+                }
+            }
+        }
+        cases.push((name, run_id, session));
+    }
+    for (name, run_id, session) in cases {
+        let err = store.begin_resume(&run_id, &owner("s", "r")).err().unwrap();
+        assert!(matches!(err, StoreError::Corrupt { .. }), "{name}: {err}");
+        assert_eq!(store.occupied(), 0, "{name}");
+        let err = sessions.load(&session, "key").err().unwrap();
+        assert!(matches!(err, StoreError::Corrupt { .. }), "{name}: {err}");
+    }
+}
+
 #[test]
 fn a_wait_with_another_catalog_leaves_the_run_for_the_right_caller() {
     let dir = tempfile::tempdir().unwrap();

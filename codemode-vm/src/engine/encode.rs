@@ -11,7 +11,7 @@
 //! limit) or, for a request, a string over [`STRING_CAP`]; guest exceptions never do.
 
 use boa_engine::property::PropertyKey;
-use boa_engine::{Context, JsError, JsObject, JsString, JsValue, JsVariant, js_string};
+use boa_engine::{Context, JsBigInt, JsError, JsObject, JsString, JsValue, JsVariant, js_string};
 use serde_json::{Map, Number, Value};
 
 /// Deepest object nesting encoded; deeper values become `"[MaxDepth]"`.
@@ -60,8 +60,6 @@ pub struct Intrinsics {
     is_array: JsObject,
     error_prototype: JsObject,
     promise_prototype: JsObject,
-    wrapper_prototypes: [JsObject; 4],
-    value_of: JsObject,
 }
 
 impl Intrinsics {
@@ -69,16 +67,9 @@ impl Intrinsics {
     pub fn capture(context: &mut Context) -> Intrinsics {
         let constructors = context.intrinsics().constructors();
         let object = constructors.object().constructor();
-        let object_prototype = constructors.object().prototype();
         let array = constructors.array().constructor();
         let error_prototype = constructors.error().prototype();
         let promise_prototype = constructors.promise().prototype();
-        let wrapper_prototypes = [
-            constructors.number().prototype(),
-            constructors.string().prototype(),
-            constructors.boolean().prototype(),
-            constructors.bigint().prototype(),
-        ];
         let method = |object: &JsObject, name: &str, context: &mut Context| {
             object
                 .get(JsString::from(name), context)
@@ -91,8 +82,6 @@ impl Intrinsics {
             is_array: method(&array, "isArray", context),
             error_prototype,
             promise_prototype,
-            wrapper_prototypes,
-            value_of: method(&object_prototype, "valueOf", context),
         }
     }
 }
@@ -171,8 +160,8 @@ impl Encoder<'_> {
         if self.inherits(&object, &self.intrinsics.promise_prototype) {
             return Ok(Some(Value::String(UNAWAITED.into())));
         }
-        if self.intrinsics.wrapper_prototypes.iter().any(|p| self.inherits(&object, p)) {
-            return self.wrapper(&object);
+        if let Some(primitive) = self.unwrap(&object)? {
+            return self.value(primitive, Key::Name(&js_string!()), MAX_DEPTH);
         }
         if depth >= MAX_DEPTH {
             return Ok(Some(Value::String(MAX_DEPTH_MARK.into())));
@@ -198,16 +187,24 @@ impl Encoder<'_> {
         Ok(Value::String(prefix))
     }
 
-    /// A `Number`, `String`, `Boolean` or `BigInt` object stands for its primitive.
-    fn wrapper(&mut self, object: &JsObject) -> Result<Option<Value>, Fault> {
-        let value_of = object.get(js_string!("valueOf"), self.context)?;
-        let value_of = value_of.as_callable().unwrap_or_else(|| self.intrinsics.value_of.clone());
-        let primitive = value_of.call(&object.clone().into(), &[], self.context)?;
-        match primitive.variant() {
-            JsVariant::Object(_) => Ok(Some(Value::Null)),
-            JsVariant::BigInt(n) => Ok(Some(Value::String(n.to_string()))),
-            _ => self.value(primitive, Key::Name(&js_string!()), MAX_DEPTH),
+    /// The primitive a wrapper object stands for, as `JSON.stringify` reads it: a `Number` object (one with
+    /// [[NumberData]]) through `ToNumber` and a `String` object through `ToString`, so `Symbol.toPrimitive`,
+    /// `valueOf` and `toString` run in the spec's order; a `Boolean` or `BigInt` object by its slot, running
+    /// nothing. An object that merely inherits from `Number.prototype` has no slot and is an ordinary object.
+    fn unwrap(&mut self, object: &JsObject) -> Result<Option<JsValue>, Fault> {
+        if object.is::<f64>() {
+            return Ok(Some(JsValue::from(object.clone()).to_number(self.context)?.into()));
         }
+        if object.is::<JsString>() {
+            return Ok(Some(JsValue::from(object.clone()).to_string(self.context)?.into()));
+        }
+        if let Some(b) = object.downcast_ref::<bool>() {
+            return Ok(Some((*b).into()));
+        }
+        if let Some(n) = object.downcast_ref::<JsBigInt>() {
+            return Ok(Some(n.clone().into()));
+        }
+        Ok(None)
     }
 
     fn object(&mut self, object: &JsObject, depth: usize) -> Result<Value, Fault> {

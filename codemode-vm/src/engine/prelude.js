@@ -296,6 +296,9 @@
   // Nothing GC-observable, nothing that compiles strings.
   delete G.WeakRef;
   delete G.FinalizationRegistry;
+  // Boa's waitAsync parks the job loop on a waiter only another agent could notify, spinning a core until the
+  // deadline; there is one agent, so it could never settle.
+  delete G.Atomics.waitAsync;
 
   // What the host keeps: install the run's globals, encode a final value, describe an uncaught error.
   return {

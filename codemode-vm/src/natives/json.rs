@@ -2,9 +2,9 @@
 //! Boa 0.22 parses the text twice (serde_json to validate, then its own script parser and bytecode compiler to
 //! build the value), caps nesting at about 127 levels and rejects lone surrogates. Not a new JSON dialect: this
 //! accepts exactly ECMA-404 text and builds what the spec's evaluation would (own data properties in text order,
-//! duplicate keys last-wins at the first key's position, `__proto__` as a plain key). A callable reviver goes to
-//! the original built-in, which also carries the source-text context the reviver may read. Host JSON values (tool
-//! results) are built the same way by `from_serde`.
+//! duplicate keys last-wins at the first key's position, `__proto__` as a plain key). A reviver walks the result
+//! on a heap stack (`InternalizeJSONProperty`), so it sees what the parser accepts at any depth. Host JSON values
+//! (tool results) are built the same way by `from_serde`.
 
 use std::collections::HashMap;
 
@@ -17,36 +17,124 @@ use boa_engine::{
     property::{PropertyDescriptor, PropertyKey},
     string::{JsStr, JsStrVariant},
 };
+use boa_gc::{Finalize, Trace};
 
-/// Replaces `JSON.parse` of `context` with the native parser, keeping the original for revivers.
+/// Built-ins the reviver walk needs, captured when `JSON.parse` is installed, before guest code could replace them.
+#[derive(Trace, Finalize)]
+struct Revive {
+    /// `Object.keys`: `EnumerableOwnProperties(O, key)`.
+    object_keys: JsObject,
+    /// `Array.isArray`: `IsArray`, which sees through proxies and throws on a revoked one.
+    is_array: JsObject,
+    /// `Reflect.deleteProperty`: `[[Delete]]`, whose `false` the walk ignores as the spec does.
+    delete_property: JsObject,
+}
+
+/// Replaces `JSON.parse` of `context` with the native parser, revivers included.
 ///
 /// # Errors
 ///
-/// Fails only if `JSON.parse` cannot be read or redefined, which a fresh context never does.
+/// Fails only if a captured built-in cannot be read or `JSON.parse` redefined, which a fresh context never does.
 pub(crate) fn install(context: &mut Context) -> JsResult<()> {
     let json = context.intrinsics().objects().json();
-    let original = json.get(js_string!("parse"), context)?;
-    let Some(original) = original.as_callable() else {
-        return Err(JsNativeError::typ().with_message("JSON.parse is not callable").into());
+    let constructors = context.intrinsics().constructors();
+    let (object, array) = (constructors.object().constructor(), constructors.array().constructor());
+    let reflect = context.intrinsics().objects().reflect();
+    let mut method = |target: &JsObject, name: &str| -> JsResult<JsObject> {
+        target.get(JsString::from(name), context)?.as_callable().ok_or_else(|| {
+            JsNativeError::typ().with_message(format!("{name} is not a function in a fresh context")).into()
+        })
     };
-    let function = NativeFunction::from_copy_closure_with_captures(parse, original);
+    let revive = Revive {
+        object_keys: method(&object, "keys")?,
+        is_array: method(&array, "isArray")?,
+        delete_property: method(&reflect, "deleteProperty")?,
+    };
+    let function = NativeFunction::from_copy_closure_with_captures(parse, revive);
     super::define_method(&json, js_string!("parse").into(), js_string!("parse"), 2, function, context)?;
     Ok(())
 }
 
 /// `JSON.parse(text, reviver)`.
-fn parse(_: &JsValue, args: &[JsValue], original: &JsObject, context: &mut Context) -> JsResult<JsValue> {
-    // IsCallable is not observable, so it may come before ToString(text): with a reviver, the original runs all
-    // the steps itself, in order.
-    if args.get_or_undefined(1).is_callable() {
-        return original.call(&JsValue::undefined(), args, context);
-    }
+fn parse(_: &JsValue, args: &[JsValue], revive: &Revive, context: &mut Context) -> JsResult<JsValue> {
     let text = args.get_or_undefined(0).to_string(context)?;
     let prototype = context.intrinsics().constructors().object().prototype();
-    match text.as_str().variant() {
-        JsStrVariant::Latin1(units) => Parser::new(units, prototype).parse(context),
-        JsStrVariant::Utf16(units) => Parser::new(units, prototype).parse(context),
+    let value = match text.as_str().variant() {
+        JsStrVariant::Latin1(units) => Parser::new(units, prototype.clone()).parse(context)?,
+        JsStrVariant::Utf16(units) => Parser::new(units, prototype.clone()).parse(context)?,
+    };
+    let Some(reviver) = args.get_or_undefined(1).as_callable() else { return Ok(value) };
+    let root = JsObject::new(context.root_shape(), prototype, OrdinaryObject).upcast();
+    root.create_data_property_or_throw(js_string!(), value, context)?;
+    internalize(root, &reviver, revive, context)
+}
+
+/// A holder being walked by [`internalize`]: the value under `name` in `holder`, and its keys still to revive.
+struct Walk {
+    holder: JsObject,
+    name: JsString,
+    value: JsValue,
+    keys: Vec<JsString>,
+    next: usize,
+}
+
+/// `InternalizeJSONProperty(root, "", reviver)` with its recursion on a heap stack, so a reviver walks text nested
+/// as deep as the parser accepts. The reviver gets `(key, value)` with the holder as `this`, as in ECMAScript 2024
+/// and Node 20 (no source-text context argument).
+fn internalize(root: JsObject, reviver: &JsObject, revive: &Revive, context: &mut Context) -> JsResult<JsValue> {
+    let value = root.get(js_string!(), context)?;
+    let mut stack = vec![walk(root, js_string!(), value, revive, context)?];
+    loop {
+        let top = stack.last_mut().expect("the walk ends when the root is revived");
+        if let Some(key) = top.keys.get(top.next).cloned() {
+            top.next += 1;
+            let object = top.value.as_object().expect("only objects have keys to walk");
+            let value = object.get(key.clone(), context)?;
+            if value.is_object() {
+                stack.push(walk(object, key, value, revive, context)?);
+                continue;
+            }
+            let revived = reviver.call(&object.clone().into(), &[key.clone().into(), value], context)?;
+            store(&object, key, revived, revive, context)?;
+            continue;
+        }
+        let done = stack.pop().expect("the stack is not empty");
+        let revived = reviver.call(&done.holder.clone().into(), &[done.name.clone().into(), done.value], context)?;
+        let Some(parent) = stack.last() else { return Ok(revived) };
+        let object = parent.value.as_object().expect("only objects have keys to walk");
+        store(&object, done.name, revived, revive, context)?;
     }
+}
+
+/// Step 2 of `InternalizeJSONProperty` for `value` (read from `holder[name]`): the keys to revive, an array's
+/// indices up to its length as read now, or an object's enumerable own string keys.
+fn walk(holder: JsObject, name: JsString, value: JsValue, revive: &Revive, context: &mut Context) -> JsResult<Walk> {
+    let mut keys = Vec::new();
+    if let Some(object) = value.as_object() {
+        if revive.is_array.call(&JsValue::undefined(), std::slice::from_ref(&value), context)?.to_boolean() {
+            let length = object.get(js_string!("length"), context)?.to_length(context)?;
+            keys = (0..length).map(|i| JsString::from(i.to_string())).collect();
+        } else {
+            let names = revive.object_keys.call(&JsValue::undefined(), std::slice::from_ref(&value), context)?;
+            let names = names.as_object().expect("Object.keys returns an array");
+            let length = names.get(js_string!("length"), context)?.to_length(context)?;
+            for i in 0..length {
+                keys.push(names.get(i, context)?.to_string(context)?);
+            }
+        }
+    }
+    Ok(Walk { holder, name, value, keys, next: 0 })
+}
+
+/// Step 2's end for one key: `undefined` deletes it, anything else is defined as a data property (a `false` from
+/// either is ignored).
+fn store(object: &JsObject, key: JsString, revived: JsValue, revive: &Revive, context: &mut Context) -> JsResult<()> {
+    if revived.is_undefined() {
+        revive.delete_property.call(&JsValue::undefined(), &[object.clone().into(), key.into()], context)?;
+    } else {
+        object.create_data_property(key, revived, context)?;
+    }
+    Ok(())
 }
 
 /// The JS value of a host JSON value (a tool result, a settlement), built as `JSON.parse` of its text would be:

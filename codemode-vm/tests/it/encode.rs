@@ -140,3 +140,46 @@ fn numbers_follow_json() {
         json!([1, 0, 1.5, 9007199254740992i64, null, null, 1e300])
     );
 }
+
+/// Wrapper objects are read as `JSON.stringify` reads them in Node: a `Number` object through `ToNumber`
+/// (`Symbol.toPrimitive`, then `valueOf`, then `toString`), a `String` object through `ToString`, a `Boolean` by its
+/// slot; an object that only inherits from a wrapper prototype is an ordinary object.
+#[test]
+fn wrapper_objects_match_node() {
+    let cases = [
+        "new Number(7)",
+        "new String('ab')",
+        "new Boolean(false)",
+        "Object.assign(new String('ab'), { toString() { return 'T'; } })",
+        "Object.assign(new String('ab'), { toString() { return {}; }, valueOf() { return 'V'; } })",
+        "Object.assign(new String('ab'), { valueOf() { return 'V'; } })",
+        "Object.assign(new String('a'), { [Symbol.toPrimitive](hint) { return hint; } })",
+        "Object.assign(new Number(1), { [Symbol.toPrimitive](hint) { return hint === 'number' ? 42 : 0; } })",
+        "Object.assign(new Number(1), { valueOf() { return 5; } })",
+        "Object.assign(new Number(1), { valueOf() { return '12'; } })",
+        "Object.assign(new Number(1), { valueOf() { return {}; }, toString() { return '3.5'; } })",
+        "Object.assign(new Number(1), { valueOf() { return NaN; } })",
+        "Object.assign(new Boolean(false), { valueOf() { return true; } })",
+        "Object.create(Number.prototype)",
+        "Object.create(String.prototype)",
+        "Object.create(Boolean.prototype)",
+        "Object.assign(Object.create(Number.prototype), { a: 1 })",
+        "Number.prototype",
+        "String.prototype",
+        "Boolean.prototype",
+        "Object(Symbol('s'))",
+        "[new Number(-0), new String(''), Object.assign(new Number(2), { toJSON() { return 'j'; } })]",
+        "(() => { class N extends Number {} return new N(9); })()",
+    ];
+    let programs: Vec<String> = cases.iter().map(|expr| format!("JSON.stringify({{ v: ({expr}) }})")).collect();
+    let expected = super::strings::node(&programs);
+    let mut diffs = Vec::new();
+    for (expr, node) in cases.iter().zip(expected) {
+        let node: Value = serde_json::from_str(&node).unwrap_or_else(|e| panic!("{expr}: node printed {node}: {e}"));
+        let ours = run(&format!("return {{ v: ({expr}) }}"));
+        if ours != node {
+            diffs.push(format!("{expr}\n    node: {node}\n    ours: {ours}"));
+        }
+    }
+    assert!(diffs.is_empty(), "{} of {} cases differ from node:\n{}", diffs.len(), cases.len(), diffs.join("\n"));
+}

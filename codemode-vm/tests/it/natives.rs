@@ -59,6 +59,20 @@ fn json_edge_cases_match_node() {
     fixture_matches_node(include_str!("../fixtures/json-edge-cases.js"), 60);
 }
 
+/// Deeper than V8 goes with a reviver (its recursive walk throws a RangeError at a few thousand levels): the
+/// reviver walks whatever the parser accepts, as deep as without a reviver.
+#[test]
+fn a_reviver_walks_text_nested_as_deep_as_the_parser_accepts() {
+    let program = r#"
+        var depth = 100000, calls = 0;
+        var s = "[".repeat(depth) + "\"\\ud800\"" + "]".repeat(depth);
+        var r = JSON.parse(s, function (k, v) { calls++; return v; });
+        var n = 0; while (Array.isArray(r)) { r = r[0]; n++; }
+        [n, calls, r.charCodeAt(0)].join()
+    "#;
+    assert_eq!(super::strings::boa(program, true), "100000,100001,55296");
+}
+
 #[test]
 fn sort_edge_cases_match_node() {
     fixture_matches_node(include_str!("../fixtures/sort-edge-cases.js"), 40);

@@ -4,6 +4,7 @@
 //! install it.
 
 mod e2e;
+mod lines;
 mod upstream;
 
 use std::path::{Path, PathBuf};

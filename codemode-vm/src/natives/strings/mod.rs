@@ -26,11 +26,23 @@ use super::define_method;
 /// `RegExp.prototype.exec` and `RegExp.prototype[Symbol.split]`.
 pub(super) fn install(context: &mut Context) -> JsResult<()> {
     let string_proto = context.intrinsics().constructors().string().prototype();
-    let methods: [(&str, usize, NativeFunctionPointer); 9] = [
+    // `Reflect.get` as the realm was built, for `GetV` on primitive separators (a guest may replace the property).
+    let reflect_get = context
+        .intrinsics()
+        .objects()
+        .reflect()
+        .get(js_string!("get"), context)?
+        .as_callable()
+        .ok_or_else(|| JsNativeError::typ().with_message("Reflect.get is not a function"))?;
+    let dispatching: [(&str, usize, DispatchingFn); 3] =
+        [("split", 2, split), ("replace", 2, replace), ("replaceAll", 2, replace_all)];
+    for (name, length, function) in dispatching {
+        let key = JsString::from(name);
+        let function = NativeFunction::from_copy_closure_with_captures(function, reflect_get.clone());
+        define_method(&string_proto, key.clone().into(), key, length, function, context)?;
+    }
+    let methods: [(&str, usize, NativeFunctionPointer); 6] = [
         ("repeat", 1, repeat),
-        ("split", 2, split),
-        ("replace", 2, replace),
-        ("replaceAll", 2, replace_all),
         ("indexOf", 1, index_of),
         ("lastIndexOf", 1, last_index_of),
         ("includes", 1, includes),
@@ -82,9 +94,33 @@ fn repeat(this: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<J
     Ok(JsString::from(out.as_slice()).into())
 }
 
+/// A String method that dispatches on its argument's `Symbol.split`/`Symbol.replace`, given the realm's `Reflect.get`.
+type DispatchingFn = fn(&JsValue, &[JsValue], &JsObject, &mut Context) -> JsResult<JsValue>;
+
+/// `GetMethod(V, P)` for any `V` that is neither `undefined` nor `null`: a primitive's method is looked up on its
+/// wrapper's prototype chain with the primitive as receiver (`GetV`), so a getter installed on, say,
+/// `String.prototype[Symbol.split]` runs, as the spec and Node have it.
+fn get_method_v(
+    value: &JsValue,
+    key: JsSymbol,
+    reflect_get: &JsObject,
+    context: &mut Context,
+) -> JsResult<Option<JsObject>> {
+    if let Some(object) = value.as_object() {
+        return get_method(&object, key, context);
+    }
+    let wrapper = value.to_object(context)?;
+    let found = reflect_get.call(&JsValue::undefined(), &[wrapper.into(), key.into(), value.clone()], context)?;
+    callable_or_none(found)
+}
+
 /// `GetMethod(V, P)` for an object `V`.
 fn get_method(object: &JsObject, key: JsSymbol, context: &mut Context) -> JsResult<Option<JsObject>> {
-    let value = object.get(key, context)?;
+    callable_or_none(object.get(key, context)?)
+}
+
+/// The end of `GetMethod`: `None` for `undefined` or `null`, the function, or a `TypeError`.
+fn callable_or_none(value: JsValue) -> JsResult<Option<JsObject>> {
     if value.is_null_or_undefined() {
         return Ok(None);
     }
@@ -123,11 +159,11 @@ fn array_of(values: impl IntoIterator<Item = JsValue>, context: &mut Context) ->
 }
 
 /// `String.prototype.split(separator, limit)`.
-fn split(this: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+fn split(this: &JsValue, args: &[JsValue], reflect_get: &JsObject, context: &mut Context) -> JsResult<JsValue> {
     let o = this.require_object_coercible()?;
     let (separator, limit) = (args.get_or_undefined(0), args.get_or_undefined(1));
-    if let Some(object) = separator.as_object()
-        && let Some(splitter) = get_method(&object, JsSymbol::split(), context)?
+    if !separator.is_null_or_undefined()
+        && let Some(splitter) = get_method_v(separator, JsSymbol::split(), reflect_get, context)?
     {
         return splitter.call(separator, &[o.clone(), limit.clone()], context);
     }
@@ -234,11 +270,11 @@ fn substitute(out: &mut StrBuf, matched: &JsString, s: &JsString, position: usiz
 }
 
 /// `String.prototype.replace(searchValue, replaceValue)`.
-fn replace(this: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+fn replace(this: &JsValue, args: &[JsValue], reflect_get: &JsObject, context: &mut Context) -> JsResult<JsValue> {
     let o = this.require_object_coercible()?;
     let (search_value, replace_value) = (args.get_or_undefined(0), args.get_or_undefined(1));
-    if let Some(object) = search_value.as_object()
-        && let Some(replacer) = get_method(&object, JsSymbol::replace(), context)?
+    if !search_value.is_null_or_undefined()
+        && let Some(replacer) = get_method_v(search_value, JsSymbol::replace(), reflect_get, context)?
     {
         return replacer.call(search_value, &[o.clone(), replace_value.clone()], context);
     }
@@ -256,10 +292,10 @@ fn replace(this: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<
 }
 
 /// `String.prototype.replaceAll(searchValue, replaceValue)`.
-fn replace_all(this: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+fn replace_all(this: &JsValue, args: &[JsValue], reflect_get: &JsObject, context: &mut Context) -> JsResult<JsValue> {
     let o = this.require_object_coercible()?;
     let (search_value, replace_value) = (args.get_or_undefined(0), args.get_or_undefined(1));
-    if let Some(object) = search_value.as_object() {
+    if !search_value.is_null_or_undefined() {
         if let Some(regexp) = is_reg_exp(search_value, context)? {
             let flags = regexp.get(js_string!("flags"), context)?;
             flags.require_object_coercible()?;
@@ -269,7 +305,7 @@ fn replace_all(this: &JsValue, args: &[JsValue], context: &mut Context) -> JsRes
                     .into());
             }
         }
-        if let Some(replacer) = get_method(&object, JsSymbol::replace(), context)? {
+        if let Some(replacer) = get_method_v(search_value, JsSymbol::replace(), reflect_get, context)? {
             return replacer.call(search_value, &[o.clone(), replace_value.clone()], context);
         }
     }
