@@ -1,3 +1,3 @@
-// expect: failed:guest_error
+// expect: failed:engine_limit
 function f(n) { return f(n + 1) + 1; }
 return f(0);

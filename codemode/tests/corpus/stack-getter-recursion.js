@@ -1,3 +1,3 @@
-// expect: failed:guest_error
+// expect: failed:engine_limit
 const o = { get x() { return this.x; } };
 return o.x;

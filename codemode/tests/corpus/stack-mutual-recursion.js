@@ -1,4 +1,4 @@
-// expect: failed:guest_error
+// expect: failed:engine_limit
 const a = (n) => b(n + 1);
 const b = (n) => a(n + 1);
 return a(0);

@@ -1,4 +1,4 @@
-// expect: failed:guest_error
+// expect: failed:engine_limit
 let o = {};
 for (let i = 0; i < 100000; i++) o = { o };
 return typeof structuredClone(o);

@@ -1,3 +1,3 @@
-// expect: failed:guest_error
+// expect: failed:engine_limit
 const p = new Proxy({}, { get(t, k, r) { return r[k]; } });
 return p.x;

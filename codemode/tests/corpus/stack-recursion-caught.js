@@ -1,3 +1,3 @@
-// expect: failed:guest_error
+// expect: failed:engine_limit
 function f() { f(); }
 try { f(); } catch (e) { return 'caught ' + e.name; }

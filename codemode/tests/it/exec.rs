@@ -123,7 +123,7 @@ async fn memory_and_stack_bombs_fail_cleanly_and_the_next_cell_runs() {
     for (code, expected) in [
         ("const a = []; while (true) a.push('x'.repeat(1e7) + a.length)", "memory_limit_exceeded"),
         ("let s = 'x'; while (true) s += s", "memory_limit_exceeded"),
-        ("function f() { return f() } f()", "guest_error"),
+        ("function f() { return f() } f()", "engine_limit"),
     ] {
         let r = exec(&engine, code).await;
         assert_eq!(failure(&r).0, expected, "{code}");
