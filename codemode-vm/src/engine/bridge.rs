@@ -290,7 +290,7 @@ fn request(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsV
     let payload = encode_arg(args.get(1), true, context)?;
     let state = shared(context);
     let limit = state.borrow().limits.max_request_bytes;
-    let size = json_len(&payload);
+    let size = codemode_bridge::json_len(&payload);
     if size as u64 > limit {
         return Err(JsNativeError::range()
             .with_message(format!(
@@ -316,23 +316,6 @@ fn request(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsV
     let (promise, resolvers) = JsPromise::new_pending(context);
     state.borrow_mut().resolvers.insert(id, resolvers);
     Ok(promise.into())
-}
-
-/// Bytes of `value` as JSON text, counted without building the text.
-fn json_len(value: &Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 += bytes.len();
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    serde_json::to_writer(&mut count, value).expect("JSON values always serialize");
-    count.0
 }
 
 /// Encodes a guest value for the host; what JSON drops becomes `null`.
