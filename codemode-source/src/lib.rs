@@ -11,6 +11,7 @@
 
 mod depth;
 mod modules;
+mod redact;
 mod shell;
 mod typescript;
 
@@ -23,6 +24,7 @@ use oxc_span::{SourceType, Span};
 
 pub use depth::{MAX_CHAIN, MAX_NESTING, MAX_PREFIX_RUN};
 pub use modules::MAX_TREE_DEPTH;
+pub use redact::{is_credential_name, redact_source};
 
 /// The file name user code is reported under, in syntax errors and stack traces.
 pub const SOURCE_NAME: &str = "codemode:user.js";

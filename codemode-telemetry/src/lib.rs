@@ -1,9 +1,14 @@
-//! Telemetry carried by every code mode result: catalog size and sources, cumulative counters, the counter scope
-//! and the visible control tools.
+//! Telemetry carried by every code mode result (catalog size and sources, cumulative counters, the counter scope
+//! and the visible control tools), and the redaction of everything recorded for people ([`redact`]).
 //!
-//! Pure data with serde shapes that match the seed (`camelCase`); this crate never decides anything.
+//! The telemetry types are pure data with serde shapes that match the seed (`camelCase`); redaction only masks
+//! copies of text, never what runs.
+
+pub mod redact;
 
 use serde::{Deserialize, Serialize};
+
+pub use redact::{MASK, PatternError, Redactor};
 
 /// Catalog entries per source kind.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
