@@ -11,6 +11,7 @@ use anyhow::Context as _;
 use async_trait::async_trait;
 use codemode::ToolDefinition;
 use codemode::bridge::{CallContext, ToolError, ToolHost};
+use codemode_config::EffectClass;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -90,6 +91,7 @@ fn read_tool() -> ToolDefinition {
         "required": ["path", "content", "offset", "lines", "totalLines"]
     }))
     .replay_safe(true)
+    .effect(EffectClass::Read)
 }
 
 fn list_tool() -> ToolDefinition {
@@ -125,6 +127,7 @@ fn list_tool() -> ToolDefinition {
         "required": ["path", "entries", "truncated"]
     }))
     .replay_safe(true)
+    .effect(EffectClass::Read)
 }
 
 /// The CLI's `ToolHost`.
