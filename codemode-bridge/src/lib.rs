@@ -4,6 +4,7 @@
 //!
 //! Everything here is plain data that crosses process boundaries as JSON; no engine type appears in this crate.
 
+mod approval;
 mod budget;
 mod call;
 mod code;
@@ -11,6 +12,7 @@ mod host;
 mod request;
 mod result;
 
+pub use approval::{ApprovalDecision, ApprovalRequest, Approver};
 pub use budget::{
     ByteCharge, OutputBudget, OverCap, SharedBytes, TRUNCATION_GUIDANCE, bound_value, encoded_head,
     inbox_overflow_message, json_len, truncate_error, truncate_value, truncation_marker, utf8_prefix,

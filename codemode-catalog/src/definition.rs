@@ -4,6 +4,7 @@
 //! `#[non_exhaustive]`: code outside this crate builds one with [`ToolDefinition::new`] and the setters (or
 //! deserializes it), so a field added later breaks no embedder.
 
+use codemode_config::EffectClass;
 use serde::{Deserialize, Serialize};
 
 impl ToolSource {
@@ -94,6 +95,12 @@ pub struct ToolDefinition {
     /// How its calls are scheduled among the other calls of the run's catalog.
     #[serde(default, skip_serializing_if = "ExecutionMode::is_parallel")]
     pub execution_mode: ExecutionMode,
+    /// The effect class the host configured; when unset it is derived ([`ToolDefinition::effect_class`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effect: Option<EffectClass>,
+    /// MCP's `annotations.readOnlyHint`: the server says the tool does not modify its environment.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub read_only_hint: bool,
 }
 
 /// How a tool's nested calls are scheduled (the seed's `executionMode`).
@@ -117,7 +124,7 @@ impl ExecutionMode {
 impl ToolDefinition {
     /// A tool with its name, description and input schema (JSON Schema of the arguments object); every other
     /// field takes the value a JSON definition that omits it gets: no label, no output schema, source
-    /// [`ToolSource::Openclaw`], no server, not direct-only, not replay-safe, parallel.
+    /// [`ToolSource::Openclaw`], no server, not direct-only, not replay-safe, parallel, no configured effect class and no read-only hint (so `write`).
     pub fn new(name: impl Into<String>, description: impl Into<String>, parameters: serde_json::Value) -> Self {
         ToolDefinition {
             name: name.into(),
@@ -130,6 +137,8 @@ impl ToolDefinition {
             direct_only: false,
             replay_safe: false,
             execution_mode: ExecutionMode::Parallel,
+            effect: None,
+            read_only_hint: false,
         }
     }
 
@@ -173,6 +182,25 @@ impl ToolDefinition {
     pub fn replay_safe(mut self, yes: bool) -> Self {
         self.replay_safe = yes;
         self
+    }
+
+    /// Sets the tool's effect class, overriding what its annotations say.
+    #[must_use]
+    pub fn effect(mut self, class: EffectClass) -> Self {
+        self.effect = Some(class);
+        self
+    }
+
+    /// Sets MCP's `readOnlyHint`.
+    #[must_use]
+    pub fn read_only_hint(mut self, yes: bool) -> Self {
+        self.read_only_hint = yes;
+        self
+    }
+
+    /// The tool's effect class: as configured, else `read` when MCP says `readOnlyHint: true`, else `write`.
+    pub fn effect_class(&self) -> EffectClass {
+        self.effect.unwrap_or(if self.read_only_hint { EffectClass::Read } else { EffectClass::Write })
     }
 
     /// Sets how the tool's calls are scheduled.

@@ -18,6 +18,7 @@ use anyhow::Context as _;
 use async_trait::async_trait;
 use codemode::ToolDefinition;
 use codemode::bridge::{AbortSignal, CallContext, ToolError, ToolHost};
+use codemode_config::EffectClass;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -103,6 +104,7 @@ fn read_tool() -> ToolDefinition {
         "required": ["path", "content", "offset", "lines", "totalLines"]
     }))
     .replay_safe(true)
+    .effect(EffectClass::Read)
 }
 
 fn list_tool() -> ToolDefinition {
@@ -138,6 +140,7 @@ fn list_tool() -> ToolDefinition {
         "required": ["path", "entries", "truncated"]
     }))
     .replay_safe(true)
+    .effect(EffectClass::Read)
 }
 
 /// The CLI's `ToolHost`.

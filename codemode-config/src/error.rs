@@ -7,6 +7,14 @@
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
+    /// A tool policy setting that cannot be used.
+    #[error("{key} {reason}")]
+    InvalidPolicy {
+        /// The exact config key, e.g. `policy.rules[0].match`.
+        key: String,
+        /// What is wrong and how to fix it.
+        reason: String,
+    },
     /// An activation setting that is not `true`, `false` or `"auto"`.
     #[error("{key} must be true, false or \"auto\" (found {found}); use one of those, or remove it to inherit")]
     InvalidActivation {

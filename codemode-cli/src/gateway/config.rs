@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use codemode::Confinement;
-use codemode_config::{LIMIT_KEYS, Limits};
+use codemode_config::{LIMIT_KEYS, Limits, Policy};
 use serde_json::{Map, Value};
 
 use super::Error;
@@ -68,6 +68,8 @@ pub struct GatewayConfig {
     pub state_dir: Option<PathBuf>,
     /// How workers confine themselves (`confinement`: `required`, the default, `best_effort` or `off`).
     pub confinement: Confinement,
+    /// Which nested calls are allowed, asked about or denied (`[policy]`; everything allowed when absent).
+    pub policy: Policy,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -76,7 +78,7 @@ enum Format {
     Json,
 }
 
-const TOML_TOP_KEYS: [&str; 4] = ["limits", "servers", "state_dir", "confinement"];
+const TOML_TOP_KEYS: [&str; 5] = ["limits", "servers", "state_dir", "confinement", "policy"];
 const TOML_SERVER_KEYS: [&str; 7] = ["command", "args", "env", "url", "startup", "deny", "direct"];
 
 impl GatewayConfig {
@@ -176,6 +178,18 @@ impl Checker<'_> {
                 ));
             }
         };
+        let policy = match root.get("policy") {
+            None => Policy::allow_all(),
+            Some(value) => Policy::from_json("policy", value).map_err(|e| match e {
+                codemode_config::ConfigError::InvalidPolicy { key, reason } => self.err(
+                    &key,
+                    reason,
+                    "see docs/gateway.md, \"Tool policy\": default, writes and fallback take allow, ask or deny; \
+                     rules are [[policy.rules]] tables with match and policy",
+                ),
+                other => self.err("policy", other.to_string(), "fix the policy table"),
+            })?,
+        };
         let servers = match root.get(servers_key) {
             None => {
                 return Err(self.err(
@@ -203,7 +217,7 @@ impl Checker<'_> {
         if out.is_empty() {
             return Err(self.err(servers_key, "names no enabled server", "add at least one server"));
         }
-        Ok(GatewayConfig { file: self.file.to_path_buf(), limits, servers: out, state_dir, confinement })
+        Ok(GatewayConfig { file: self.file.to_path_buf(), limits, servers: out, state_dir, confinement, policy })
     }
 
     fn limits(&self, value: &Value) -> Result<Limits, Error> {
@@ -425,6 +439,25 @@ mod tests {
     }
 
     #[test]
+    fn the_policy_table_reads_in_toml_and_json_and_names_its_mistakes() {
+        use codemode_config::{Decision, EffectClass};
+        let toml = "[policy]\ndefault = \"allow\"\nwrites = \"ask\"\nfallback = \"deny\"\n\
+                    [[policy.rules]]\nmatch = \"fs.write_*\"\npolicy = \"deny\"\n\
+                    [servers.fs]\ncommand = \"node\"\n";
+        let config = GatewayConfig::parse(Path::new("gw.toml"), toml).expect("valid");
+        assert_eq!(config.policy.decide("fs.write_file", EffectClass::Write), Decision::Deny);
+        assert_eq!(config.policy.decide("fs.move_file", EffectClass::Write), Decision::Ask);
+        assert_eq!(config.policy.decide("fs.read_file", EffectClass::Read), Decision::Allow);
+        let json = r#"{"mcpServers": {"fs": {"command": "node"}}, "policy": {"writes": "deny"}}"#;
+        let config = GatewayConfig::parse(Path::new("claude.json"), json).expect("valid");
+        assert_eq!(config.policy.decide("fs.move_file", EffectClass::Write), Decision::Deny);
+        let none = GatewayConfig::parse(Path::new("gw.toml"), "[servers.fs]\ncommand = \"node\"\n").expect("valid");
+        assert!(none.policy.is_allow_all(), "no [policy] allows everything, as before");
+        let bad = toml_err("[policy]\nwrites = \"sometimes\"\n[servers.fs]\ncommand = \"node\"\n");
+        assert!(bad.starts_with("gw.toml: policy.writes: must be"), "{bad}");
+    }
+
+    #[test]
     fn confinement_defaults_to_required_and_reads_the_other_modes() {
         let servers = "[servers.a]\ncommand = \"node\"\n";
         let read = |head: &str| GatewayConfig::parse(Path::new("gw.toml"), &format!("{head}{servers}"));
@@ -503,7 +536,7 @@ url = "http://127.0.0.1:3001/mcp"
     fn unknown_top_key_suggests() {
         assert_eq!(
             toml_err("[server.a]\ncommand = \"x\"\n"),
-            "gw.toml: server: is not a known key (fix: did you mean `servers`? known keys: limits, servers, state_dir, confinement)"
+            "gw.toml: server: is not a known key (fix: did you mean `servers`? known keys: limits, servers, state_dir, confinement, policy)"
         );
     }
 

@@ -123,6 +123,7 @@ impl UpstreamManager {
                     "source": "mcp",
                     "server": up.name,
                     "directOnly": up.config.direct.iter().any(|d| *d == tool.name),
+                    "readOnlyHint": tool.annotations.as_ref().and_then(|a| a.read_only_hint).unwrap_or(false),
                 });
                 match serde_json::from_value(value) {
                     Ok(def) => out.push(def),
