@@ -7,6 +7,11 @@ npm ci --prefix mcp-servers --no-audit --no-fund --loglevel=error
 if [ -f codemode-vm/benches/node/package-lock.json ]; then
   npm ci --prefix codemode-vm/benches/node --no-audit --no-fund --loglevel=error
 fi
+# The MCP Python SDK's client, which the gateway tests drive besides rmcp's (pinned in the requirements file).
+if [ ! -x target/py/bin/python ]; then
+  python3 -m venv target/py
+fi
+target/py/bin/pip install --quiet --disable-pip-version-check -r codemode-cli/tests/py/requirements.txt
 cargo build --workspace --bins
 # The embedding example (outside the workspace, sharing its target folder) is built here, before the tests, so that
 # its test only runs it and the corpus's time limits never compete with a compiler.

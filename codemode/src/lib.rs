@@ -457,14 +457,21 @@ impl CodeMode {
         scope: RunScope,
         cancelled: impl std::future::Future<Output = ()>,
     ) -> CodeModeResult {
-        let input = match Self::exec_input(&input) {
-            Ok(input) => input,
-            Err(message) => return codemode_run::input_failure(&self.inner, &scope, message),
-        };
+        self.exec_until_with(input, scope, &ExecOptions::default(), cancelled).await
+    }
+
+    /// [`exec_until`](Self::exec_until) with per-call options, as [`exec_with`](Self::exec_with) takes them.
+    pub async fn exec_until_with(
+        &self,
+        input: serde_json::Value,
+        scope: RunScope,
+        options: &ExecOptions,
+        cancelled: impl std::future::Future<Output = ()>,
+    ) -> CodeModeResult {
         let caller = scope.clone();
         tokio::select! {
             biased;
-            result = codemode_run::exec(self.inner.clone(), input, scope) => result,
+            result = self.exec_with(input, scope, options) => result,
             () = cancelled => codemode_run::cancelled(&self.inner, &caller),
         }
     }
@@ -497,10 +504,21 @@ impl CodeMode {
         scope: RunScope,
         cancelled: impl std::future::Future<Output = ()>,
     ) -> CodeModeResult {
+        self.wait_until_with(input, scope, &ExecOptions::default(), cancelled).await
+    }
+
+    /// [`wait_until`](Self::wait_until) with per-call options, as [`wait_with`](Self::wait_with) takes them.
+    pub async fn wait_until_with(
+        &self,
+        input: serde_json::Value,
+        scope: RunScope,
+        options: &ExecOptions,
+        cancelled: impl std::future::Future<Output = ()>,
+    ) -> CodeModeResult {
         let caller = scope.clone();
         tokio::select! {
             biased;
-            result = self.wait(input, scope) => result,
+            result = self.wait_with(input, scope, options) => result,
             () = cancelled => codemode_run::cancelled(&self.inner, &caller),
         }
     }

@@ -4,6 +4,7 @@
 //! to the client over `stdio` (or Streamable HTTP). This module only wires them; the code mode engine itself is the `codemode` facade. Invariant: after
 //! start-up, nothing an upstream server or a guest program does can stop the gateway.
 
+pub mod approve;
 pub mod config;
 pub mod server;
 pub mod stdio;

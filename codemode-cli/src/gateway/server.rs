@@ -11,11 +11,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use codemode::vm::pool::WorkerCommand;
-use codemode::{CodeMode, RunScope};
+use codemode::{CodeMode, ExecOptions, RunScope};
 use codemode_bridge::{CodeModeResult, ToolHost};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, InputRequiredResult,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::StreamableHttpServerConfig;
@@ -25,11 +25,16 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
 
 use super::Error;
+use super::approve::{self, Channel, Pending, StateSeal};
 use super::config::GatewayConfig;
 use super::upstream::UpstreamManager;
 
 /// The hidden subcommand the `codemode` binary runs as when it is its own worker (main.rs's `WORKER_MARKER`).
 pub const WORKER_ARG: &str = "__worker";
+
+/// The environment variable with the hex key that seals `requestState` (pending approvals of the sessionless
+/// protocol). Replicas behind one load balancer share it; without it each process seals with a random key.
+pub const REQUEST_STATE_KEY_VAR: &str = "CODEMODE_REQUEST_STATE_KEY";
 
 const INSTRUCTIONS: &str = "This server runs JavaScript programs (the exec tool) against the MCP servers it wraps. \
 Their tools live under MCP.<server>.<tool>({...}) inside the program; read their declarations with \
@@ -44,6 +49,8 @@ pub struct Gateway {
     tools: Vec<Tool>,
     /// Direct-only tool name on the surface → (server, upstream tool name).
     direct: HashMap<String, (String, String)>,
+    /// Seals the `requestState` of input-required results (pending approvals).
+    seal: StateSeal,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -73,6 +80,7 @@ impl Gateway {
             .limits(config.limits.clone())
             .tools(definitions)
             .host(host)
+            .policy(config.policy.clone())
             .state_dir(state_dir)
             .confinement(config.confinement)
             .worker(WorkerCommand::current_exe(&[WORKER_ARG]).map_err(|e| Error::Engine(e.to_string()))?)
@@ -90,7 +98,14 @@ impl Gateway {
             }
             tools.push(Tool::new(spec.name, spec.description, Arc::new(schema)));
         }
-        Ok(Arc::new(Gateway { code_mode, upstream, tools, direct }))
+        let seal = match std::env::var(REQUEST_STATE_KEY_VAR) {
+            Ok(hex_key) => hex::decode(hex_key.trim())
+                .map_err(|e| e.to_string())
+                .and_then(StateSeal::new)
+                .map_err(|e| Error::Engine(format!("{REQUEST_STATE_KEY_VAR}: {e} (fix: 64 or more hex digits)")))?,
+            Err(_) => StateSeal::random(),
+        };
+        Ok(Arc::new(Gateway { code_mode, upstream, tools, direct, seal }))
     }
 
     /// The model-visible tools.
@@ -109,17 +124,42 @@ impl Gateway {
     }
 
     /// Serves one tool call. A client that cancels an `exec` or a `wait` (`notifications/cancelled`) aborts its
-    /// run: its worker is killed, its upstream calls cancelled, and the run released.
+    /// run: its worker is killed, its upstream calls cancelled, and the run released. `approvals` is how the person
+    /// behind this request can be asked about calls whose policy is `ask`.
     async fn call(
         &self,
-        name: &str,
-        input: Value,
+        request: CallToolRequestParams,
         scope: RunScope,
+        approvals: Channel,
         cancelled: impl std::future::Future<Output = ()>,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.as_ref();
+        let input = request.arguments.clone().map_or(Value::Object(serde_json::Map::new()), Value::Object);
+        let mut options = ExecOptions::default();
+        if let Some(approver) = approvals.approver() {
+            options = options.approver(approver);
+        }
+        let owner = scope.session_id.clone();
+        // A retry that answers an input-required result resumes the run it names, whatever the tool's arguments.
+        if let Some(sealed) = &request.request_state {
+            if !matches!(name, "exec" | "wait") {
+                return Err(ErrorData::invalid_params(format!("{name} never asks for input; drop requestState"), None));
+            }
+            let Some(pending) = self.seal.open(sealed, &owner) else {
+                return Err(ErrorData::invalid_params(
+                    "requestState is not one this gateway issued to this client, or it expired; call exec again",
+                    None,
+                ));
+            };
+            let options = options.answers(approve::answers(&pending.calls, request.input_responses.as_ref()));
+            let input = serde_json::json!({ "runId": pending.run_id });
+            let result = self.code_mode.wait_until_with(input, scope, &options, cancelled).await;
+            return Ok(self.respond(result, pending.title, owner, &approvals));
+        }
+        let title = input.get("title").and_then(Value::as_str).map(str::to_owned);
         let result = match name {
-            "exec" => self.code_mode.exec_until(input, scope, cancelled).await,
-            "wait" => self.code_mode.wait_until(input, scope, cancelled).await,
+            "exec" => self.code_mode.exec_until_with(input, scope, &options, cancelled).await,
+            "wait" => self.code_mode.wait_until_with(input, scope, &options, cancelled).await,
             _ => {
                 let Some((server, tool)) = self.direct.get(name) else {
                     return Err(ErrorData::invalid_params(
@@ -127,13 +167,33 @@ impl Gateway {
                         None,
                     ));
                 };
-                return Ok(match self.upstream.call(server, tool, input).await {
+                return Ok(CallToolResponse::Complete(match self.upstream.call(server, tool, input).await {
                     Ok(result) => result,
                     Err(e) => CallToolResult::error(vec![ContentBlock::text(e.message)]),
-                });
+                }));
             }
         };
-        Ok(code_mode_result(&result))
+        Ok(self.respond(result, title, owner, &approvals))
+    }
+
+    /// The MCP answer for a result: an input-required result when the run parked on approvals that this request's
+    /// client answers by retrying, else the result itself.
+    fn respond(
+        &self,
+        result: CodeModeResult,
+        title: Option<String>,
+        owner: Option<String>,
+        approvals: &Channel,
+    ) -> CallToolResponse {
+        if let (Channel::InputRequired, CodeModeResult::Waiting(waiting)) = (approvals, &result)
+            && !waiting.pending_approvals.is_empty()
+        {
+            let requests = approve::input_requests(&title, &waiting.pending_approvals);
+            let calls = waiting.pending_approvals.iter().map(|p| p.call_id.clone()).collect();
+            let state = self.seal.seal(&Pending { run_id: waiting.run_id.clone(), owner, title, calls });
+            return CallToolResponse::InputRequired(InputRequiredResult::new(Some(requests), Some(state)));
+        }
+        CallToolResponse::Complete(code_mode_result(&result))
     }
 
     fn tool_names(&self) -> String {
@@ -210,10 +270,10 @@ impl ServerHandler for GatewayServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let input = request.arguments.map_or(Value::Object(serde_json::Map::new()), Value::Object);
         let scope = self.scope(&context);
+        let approvals = Channel::of(&context);
         let cancelled = context.ct.clone().cancelled_owned();
-        self.gateway.call(&request.name, input, scope, cancelled).await.map(CallToolResponse::Complete)
+        self.gateway.call(request, scope, approvals, cancelled).await
     }
 }
 

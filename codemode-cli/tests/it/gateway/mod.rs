@@ -3,6 +3,7 @@
 //! Nothing is mocked and nothing is skipped: without `mcp-servers/node_modules` every test fails and says how to
 //! install it.
 
+mod approvals;
 mod e2e;
 mod lines;
 mod upstream;
