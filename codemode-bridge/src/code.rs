@@ -29,6 +29,8 @@ pub enum BridgeErrorCode {
     OutputContract,
     /// The tool's declared schema itself is unusable (`invalid_contract`).
     InvalidContract,
+    /// The tool policy, or a person asked under it, refused the call before it reached the tool (`denied`).
+    Denied,
     /// A code a `ToolHost` chose that is none of the above, kept as it was given.
     Other(String),
 }
@@ -43,6 +45,7 @@ impl BridgeErrorCode {
             BridgeErrorCode::InputContract => "input_contract",
             BridgeErrorCode::OutputContract => "output_contract",
             BridgeErrorCode::InvalidContract => "invalid_contract",
+            BridgeErrorCode::Denied => "denied",
             BridgeErrorCode::Other(code) => code,
         }
     }
@@ -55,6 +58,7 @@ impl BridgeErrorCode {
             "input_contract" => BridgeErrorCode::InputContract,
             "output_contract" => BridgeErrorCode::OutputContract,
             "invalid_contract" => BridgeErrorCode::InvalidContract,
+            "denied" => BridgeErrorCode::Denied,
             _ => return None,
         })
     }
@@ -99,8 +103,8 @@ impl<'de> Deserialize<'de> for BridgeErrorCode {
 
 /// Whether a tool call had its effect, as far as the host knows.
 ///
-/// A type for the host's bookkeeping of calls with effects; nothing records it yet (a failed request's guest
-/// `Error` carries `effectStatus: "unknown"` from the engine, not this type).
+/// Recorded by the host for every nested write-class tool call (never by the guest), and summed up in the
+/// [`EffectFacts`](crate::EffectFacts) of completed and failed results.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -111,8 +115,21 @@ pub enum EffectStatus {
     Completed,
     /// The tool ran and reported a failure.
     Failed,
-    /// The call reached the tool and nobody knows whether it had its effect (the process died mid-call).
+    /// The call reached the tool and nobody knows whether it had its effect (it timed out, was aborted, or the
+    /// process died mid-call).
     Uncertain,
+}
+
+impl EffectStatus {
+    /// The wire spelling, e.g. `not_started`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EffectStatus::NotStarted => "not_started",
+            EffectStatus::Completed => "completed",
+            EffectStatus::Failed => "failed",
+            EffectStatus::Uncertain => "uncertain",
+        }
+    }
 }
 
 #[cfg(test)]
@@ -121,9 +138,15 @@ mod tests {
 
     #[test]
     fn codes_round_trip_as_plain_strings() {
-        for spelling in
-            ["tool_error", "invalid_input", "interrupted", "input_contract", "output_contract", "invalid_contract"]
-        {
+        for spelling in [
+            "tool_error",
+            "invalid_input",
+            "interrupted",
+            "input_contract",
+            "output_contract",
+            "invalid_contract",
+            "denied",
+        ] {
             let code = BridgeErrorCode::from(spelling);
             assert!(!matches!(code, BridgeErrorCode::Other(_)), "{spelling} is a known code");
             let json = serde_json::to_string(&code).unwrap();

@@ -165,6 +165,76 @@ pub enum WaitReason {
     PendingTools,
     /// The program called `yield_control`.
     Yield,
+    /// A nested call waits for a person's approval that nobody could give within this call (the approver
+    /// deferred it); `pendingApprovals` lists it, and a `wait` that carries the answer resumes the run.
+    Approval,
+}
+
+/// A nested call whose approval is pending when its run parked.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingApproval {
+    /// The call id, `bridge:<method>:<n>`: the key of its answer in a later `wait`.
+    pub call_id: String,
+    /// The tool's own name (for MCP tools, the upstream tool name).
+    pub tool: String,
+    /// The callable path the program used, e.g. `MCP.fs.write_file` or `send_email`.
+    pub path: String,
+    /// The arguments as JSON text, redacted and capped in size (a cut preview ends with `…`).
+    pub preview: String,
+}
+
+/// A write-class nested call that may have had its effect, as the host recorded it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WriteEffect {
+    /// The tool's own name.
+    pub tool: String,
+    /// The call id, `bridge:<method>:<n>`.
+    pub call_id: String,
+    /// `completed` or `uncertain`.
+    pub status: crate::EffectStatus,
+    /// The arguments as JSON text, redacted and capped in size (a cut preview ends with `…`).
+    pub preview: String,
+}
+
+/// What the host knows about the effects of a cell's write-class nested calls, across all its waits. Only the
+/// host writes these; nothing the program returns can set them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EffectFacts {
+    /// No write-class call reached its tool (every write was `not_started`): retrying cannot repeat an effect.
+    #[serde(default = "yes")]
+    pub mutation_free: bool,
+    /// Writes the tool answered successfully.
+    #[serde(default)]
+    pub completed_writes: u32,
+    /// Writes the tool answered with an error.
+    #[serde(default)]
+    pub failed_writes: u32,
+    /// Writes that reached the tool without an answer the host saw (timed out, aborted, process died).
+    #[serde(default)]
+    pub uncertain_writes: u32,
+    /// On failed results: the `completed` and `uncertain` writes, to inspect before retrying.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writes: Vec<WriteEffect>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for EffectFacts {
+    /// No write reached a tool.
+    fn default() -> Self {
+        EffectFacts {
+            mutation_free: true,
+            completed_writes: 0,
+            failed_writes: 0,
+            uncertain_writes: 0,
+            writes: Vec::new(),
+        }
+    }
 }
 
 /// A bridge request still in flight when a run parked.
@@ -187,6 +257,9 @@ pub struct Completed {
     /// Output not delivered by an earlier call of this run.
     #[serde(default)]
     pub output: Vec<OutputItem>,
+    /// The host's record of the cell's write-class calls (counts only; `writes` stays empty).
+    #[serde(flatten)]
+    pub effects: EffectFacts,
     /// Counters for the run.
     pub telemetry: Telemetry,
 }
@@ -202,6 +275,9 @@ pub struct Waiting {
     /// Requests still in flight.
     #[serde(default)]
     pub pending_tool_calls: Vec<PendingToolCall>,
+    /// Calls waiting for a person's approval; answer them in the `wait` that resumes the run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending_approvals: Vec<PendingApproval>,
     /// Whether every tool the run called is replay-safe.
     pub replay_safe: bool,
     /// Notes for the model; the untrusted-content notice when the run read MCP content.
@@ -234,6 +310,10 @@ pub struct Failed {
     /// Output not delivered by an earlier call of this run.
     #[serde(default)]
     pub output: Vec<OutputItem>,
+    /// The host's record of the cell's write-class calls across all its waits: `mutationFree`, the counts, and
+    /// the completed or uncertain writes to inspect before retrying.
+    #[serde(flatten)]
+    pub effects: EffectFacts,
     /// Counters for the run.
     pub telemetry: Telemetry,
 }
@@ -293,6 +373,7 @@ impl CodeModeResult {
             bridge_dispatch_started: false,
             warnings: Vec::new(),
             output: Vec::new(),
+            effects: EffectFacts::default(),
             telemetry,
         })
     }

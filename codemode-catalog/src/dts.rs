@@ -226,6 +226,8 @@ pub struct McpToolDecl<'a> {
     pub description: &'a str,
     /// The input schema.
     pub parameters: &'a Value,
+    /// What the tool policy says, when it gates the tool.
+    pub note: Option<&'a str>,
 }
 
 /// `mcp/<server>.d.ts`.
@@ -238,8 +240,17 @@ pub fn mcp_server_file(server_global: &str, raw_server: &str, tools: &[McpToolDe
     out.push_str("  function $api(toolName?: string, options?: { schema?: boolean }): Promise<McpApiHeader>;\n");
     for tool in tools {
         out.push('\n');
-        if !tool.description.trim().is_empty() {
-            let _ = writeln!(out, "  /** {} */", doc_text(tool.description));
+        match (tool.note, tool.description.trim().is_empty()) {
+            (Some(note), true) => {
+                let _ = writeln!(out, "  /** ({note}) */");
+            }
+            (Some(note), false) => {
+                let _ = writeln!(out, "  /** ({note}) {} */", doc_text(tool.description));
+            }
+            (None, false) => {
+                let _ = writeln!(out, "  /** {} */", doc_text(tool.description));
+            }
+            (None, true) => {}
         }
         let input = r.render(tool.parameters, 0, 1);
         let _ = writeln!(out, "  function {}(input: {input}): Promise<McpToolResult>;", tool.js_name);

@@ -37,6 +37,8 @@ pub struct IndexItem<'a> {
     pub input: &'a str,
     /// The trusted output hint.
     pub output: Option<&'a str>,
+    /// What the tool policy says, when it gates the tool (`needs approval …`, `denied by policy …`).
+    pub note: Option<&'a str>,
 }
 
 fn footer(omitted: usize) -> String {
@@ -50,7 +52,10 @@ fn footer(omitted: usize) -> String {
 }
 
 fn line(item: &IndexItem<'_>) -> String {
-    format!("- {} {} -> {}", item.name, item.input, item.output.unwrap_or("?"))
+    match item.note {
+        Some(note) => format!("- {} {} -> {} ({note})", item.name, item.input, item.output.unwrap_or("?")),
+        None => format!("- {} {} -> {}", item.name, item.input, item.output.unwrap_or("?")),
+    }
 }
 
 fn len(s: &str) -> usize {

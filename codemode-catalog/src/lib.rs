@@ -16,6 +16,7 @@ mod validate;
 
 use std::collections::HashMap;
 
+use codemode_config::{Decision, Policy};
 use indexmap::IndexMap;
 use indexmap::map::Entry;
 use serde::Serialize;
@@ -48,11 +49,20 @@ pub struct CatalogOptions {
     pub max_search_limit: u32,
     /// Extra globals no tool may shadow (for example namespace globals added by the embedder).
     pub reserved_extra: Vec<String>,
+    /// The tool policy each entry's [`CatalogEntry::decision`] is resolved from once, at build; `None` allows every
+    /// call (and costs nothing per call).
+    pub policy: Option<codemode_config::Policy>,
 }
 
 impl Default for CatalogOptions {
     fn default() -> Self {
-        CatalogOptions { denied: Vec::new(), search_default_limit: 8, max_search_limit: 50, reserved_extra: Vec::new() }
+        CatalogOptions {
+            denied: Vec::new(),
+            search_default_limit: 8,
+            max_search_limit: 50,
+            reserved_extra: Vec::new(),
+            policy: None,
+        }
     }
 }
 
@@ -78,6 +88,8 @@ pub struct CatalogEntry {
     pub input_hint: String,
     /// Compact output hint, only for trusted sources with a complete hint.
     pub output_hint: Option<String>,
+    /// What the tool policy says about calls of this tool (`allow` without a policy).
+    pub decision: Decision,
     input_validator: LazyValidator,
     output_validator: LazyValidator,
 }
@@ -194,7 +206,25 @@ fn source_rank(source: ToolSource) -> u8 {
     }
 }
 
-fn make_entry(callable_name: String, definition: ToolDefinition) -> CatalogEntry {
+/// The path a policy rule matches for `def`: `<server>.<tool>` for MCP tools, the tool's name otherwise.
+pub fn policy_path(def: &ToolDefinition) -> String {
+    match (&def.server, def.source) {
+        (Some(server), ToolSource::Mcp) => format!("{server}.{}", def.name),
+        _ => def.name.clone(),
+    }
+}
+
+/// The note the exec description and the `.d.ts` files carry for a tool the policy gates.
+pub fn policy_note(decision: Decision) -> Option<&'static str> {
+    match decision {
+        Decision::Allow => None,
+        Decision::Ask => Some("needs approval: a person approves each call before it runs"),
+        Decision::Deny => Some("denied by policy: every call fails with err.code \"denied\""),
+    }
+}
+
+fn make_entry(callable_name: String, definition: ToolDefinition, policy: Option<&Policy>) -> CatalogEntry {
+    let decision = policy.map_or(Decision::Allow, |p| p.decide(&policy_path(&definition), definition.effect_class()));
     let trusted = definition.source.is_trusted();
     let input_hint = if trusted { hints::input_hint(&definition.parameters) } else { "unknown".to_owned() };
     let output_hint = if trusted { definition.output_schema.as_ref().and_then(hints::output_hint) } else { None };
@@ -203,6 +233,7 @@ fn make_entry(callable_name: String, definition: ToolDefinition) -> CatalogEntry
         definition,
         input_hint,
         output_hint,
+        decision,
         input_validator: LazyValidator::default(),
         output_validator: LazyValidator::default(),
     }
@@ -284,7 +315,7 @@ impl Catalog {
         let mut entries = Vec::with_capacity(paired.len());
         for (callable, id, def) in paired {
             redactions.push((id, callable.clone()));
-            entries.push(make_entry(callable, def));
+            entries.push(make_entry(callable, def, options.policy.as_ref()));
         }
         let by_callable = entries.iter().enumerate().map(|(i, e)| (e.callable_name.clone(), i)).collect();
 
@@ -316,7 +347,7 @@ impl Catalog {
                 redactions.push((catalog_id(&def), path.clone()));
                 server.tools.push(McpTool { name: def.name.clone(), js_name: js });
                 server.entries.push(mcp_entries.len());
-                mcp_entries.push(make_entry(path, def));
+                mcp_entries.push(make_entry(path, def, options.policy.as_ref()));
             }
             mcp_servers.push(server);
         }
@@ -370,6 +401,7 @@ impl Catalog {
                 name: &e.callable_name,
                 input: &e.input_hint,
                 output: e.output_hint.as_deref(),
+                note: policy_note(e.decision),
             })
             .collect()
     }
@@ -625,7 +657,11 @@ impl Catalog {
             let entry = self.by_callable(name).ok_or_else(unknown)?;
             let def = &entry.definition;
             let output = def.output_schema.as_ref().filter(|_| def.source.is_trusted());
-            return Ok(dts::tool_file(&entry.callable_name, &def.description, &def.parameters, output));
+            let description = match policy_note(entry.decision) {
+                Some(note) => format!("({note}) {}", def.description),
+                None => def.description.clone(),
+            };
+            return Ok(dts::tool_file(&entry.callable_name, &description, &def.parameters, output));
         }
         if path == "mcp/index.d.ts" && !self.mcp_servers.is_empty() {
             let servers: Vec<(&str, Vec<&str>)> = self
@@ -652,6 +688,7 @@ impl Catalog {
                 js_name: &t.js_name,
                 description: &self.mcp_entries[i].definition.description,
                 parameters: &self.mcp_entries[i].definition.parameters,
+                note: policy_note(self.mcp_entries[i].decision),
             })
             .collect()
     }

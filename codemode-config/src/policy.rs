@@ -116,6 +116,18 @@ impl Policy {
         }
     }
 
+    /// Which setting decides a call of the tool at `path` of `class`, in configuration words: `rule "fs.write_*"`,
+    /// `writes = "deny"` or `default = "deny"` (for messages that tell the model why a call was refused).
+    pub fn explain(&self, path: &str, class: EffectClass) -> String {
+        if let Some(rule) = self.rules.iter().find(|r| glob_match(&r.pattern, path)) {
+            return format!("rule \"{}\" (policy = \"{}\")", rule.pattern, rule.decision.as_str());
+        }
+        match (class, self.writes) {
+            (EffectClass::Write, Some(writes)) => format!("writes = \"{}\"", writes.as_str()),
+            _ => format!("default = \"{}\"", self.default.as_str()),
+        }
+    }
+
     /// Reads a policy table (`[policy]` in TOML, `"policy"` in JSON) at config key `key`.
     ///
     /// # Errors
@@ -252,6 +264,9 @@ mod tests {
         assert_eq!(policy.decide("gh.get_issue", EffectClass::Read), Decision::Allow);
         assert_eq!(policy.fallback, Decision::Deny);
         assert!(!policy.is_allow_all());
+        assert_eq!(policy.explain("fs.write_file", EffectClass::Write), "rule \"fs.write_*\" (policy = \"deny\")");
+        assert_eq!(policy.explain("gh.create_issue", EffectClass::Write), "writes = \"ask\"");
+        assert_eq!(policy.explain("gh.get_issue", EffectClass::Read), "default = \"allow\"");
     }
 
     #[test]

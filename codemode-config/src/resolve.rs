@@ -8,7 +8,7 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
-use crate::{ConfigError, Limits, limits::LIMIT_KEYS};
+use crate::{ConfigError, Limits, Policy, limits::LIMIT_KEYS};
 
 /// A `tools.codeMode` activation setting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -104,6 +104,9 @@ pub struct Resolution {
     pub limits: Limits,
     /// The deciding rule, for diagnostics and `codeModeEngaged` metadata.
     pub why: Why,
+    /// The tool policy: the agent's `tools.codeMode.policy` when set, else the global one (a whole table, not
+    /// merged key by key); `None` allows every call.
+    pub policy: Option<Policy>,
 }
 
 /// Decides whether code mode engages for `run` under `config` (a whole openclaw-style config).
@@ -125,9 +128,18 @@ pub fn resolve(config: &Value, run: &RunFacts) -> Result<Resolution, ConfigError
 
     let limits =
         effective_limits(global_tools.and_then(|t| t.get("codeMode")), agent_tools.and_then(|t| t.get("codeMode")));
+    let policy = match (agent, agent_tools.and_then(|t| t.get("codeMode")).and_then(|c| c.get("policy"))) {
+        (Some((id, _)), Some(value)) => {
+            Some(Policy::from_json(&format!("agents.entries.{id}.tools.codeMode.policy"), value)?)
+        }
+        _ => match global_tools.and_then(|t| t.get("codeMode")).and_then(|c| c.get("policy")) {
+            Some(value) => Some(Policy::from_json("tools.codeMode.policy", value)?),
+            None => None,
+        },
+    };
 
     if let Some(why) = no_tools(run, global_tools, agent_tools, agent.map(|(id, _)| id)) {
-        return Ok(Resolution { engaged: false, limits, why });
+        return Ok(Resolution { engaged: false, limits, why, policy });
     }
 
     let preferred = run.model_compat_code_mode.as_deref() == Some("preferred");
@@ -137,7 +149,7 @@ pub fn resolve(config: &Value, run: &RunFacts) -> Result<Resolution, ConfigError
             Activation::Off => (false, Why::Explicit { source, key, enabled: false }),
             Activation::Auto => (preferred, Why::Auto { source, key, preferred }),
         };
-        Resolution { engaged, limits: limits.clone(), why }
+        Resolution { engaged, limits: limits.clone(), why, policy: policy.clone() }
     };
 
     if let Some((id, entry)) = agent {
@@ -158,7 +170,7 @@ pub fn resolve(config: &Value, run: &RunFacts) -> Result<Resolution, ConfigError
     if let Some((key, activation)) = activation_at(global_tools.and_then(|t| t.get("codeMode")), "tools.codeMode")? {
         return Ok(decide(Source::GlobalTools, key, activation));
     }
-    Ok(Resolution { engaged: false, limits, why: Why::Unset })
+    Ok(Resolution { engaged: false, limits, why: Why::Unset, policy })
 }
 
 /// Checks every code mode setting in `config`, including rows for other agents and models than the current run's.
@@ -170,6 +182,9 @@ pub fn validate(config: &Value) -> Result<(), ConfigError> {
     let tools = object_at(config, "tools", "tools")?;
     if let Some(tools) = tools {
         activation_at(tools.get("codeMode"), "tools.codeMode")?;
+        if let Some(policy) = tools.get("codeMode").and_then(|c| c.get("policy")) {
+            Policy::from_json("tools.codeMode.policy", policy)?;
+        }
     }
     let Some(agents) = object_at(config, "agents", "agents")? else { return Ok(()) };
     if let Some(defaults) = object_at_map(agents, "defaults", "agents.defaults")? {
@@ -183,6 +198,9 @@ pub fn validate(config: &Value) -> Result<(), ConfigError> {
             };
             if let Some(tools) = object_at_map(entry, "tools", &format!("{prefix}.tools"))? {
                 activation_at(tools.get("codeMode"), &format!("{prefix}.tools.codeMode"))?;
+                if let Some(policy) = tools.get("codeMode").and_then(|c| c.get("policy")) {
+                    Policy::from_json(&format!("{prefix}.tools.codeMode.policy"), policy)?;
+                }
             }
             validate_models(entry.get("models"), &format!("{prefix}.models"))?;
         }

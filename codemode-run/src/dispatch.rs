@@ -2,21 +2,26 @@
 //! after policy and schema checks, catalog search and describe, API files, timers, the session store and yields.
 //!
 //! Invariant: a request that reaches the `ToolHost` passed the catalog (the tool exists and is not denied), the
-//! restart-safety policy and the input contract; everything a tool returns comes back as a plain JSON settlement.
+//! restart-safety policy, the input contract and the tool policy (allowed, or approved by a person); everything a
+//! tool returns comes back as a plain JSON settlement. A write-class call is in the run's effect record from the
+//! moment it is handed to the host.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use codemode_bridge::{
-    AbortOnDrop, AbortSignal, ApiArgs, BridgeCall, BridgeErrorCode, BridgeMethod, BridgeRequest, CallContext,
-    CallValueArgs, DescribeArgs, LoadArgs, NamespaceArgs, NamespaceTarget, ProgressSink, RequestDigest, ResultLoadArgs,
-    SearchArgs, Settlement, SettlementValue, SleepArgs, StoreArgs, ToolError, YieldArgs,
+    AbortOnDrop, AbortSignal, ApiArgs, ApprovalDecision, ApprovalRequest, Approver, BridgeCall, BridgeErrorCode,
+    BridgeMethod, BridgeRequest, CallContext, CallValueArgs, DescribeArgs, EffectStatus, LoadArgs, NamespaceArgs,
+    NamespaceTarget, PendingApproval, ProgressSink, RequestDigest, ResultLoadArgs, SearchArgs, Settlement,
+    SettlementValue, SleepArgs, StoreArgs, ToolError, WriteEffect, YieldArgs,
 };
-use codemode_catalog::{ExecutionMode, ToolSource};
+use codemode_catalog::{CatalogEntry, ExecutionMode, ToolSource};
+use codemode_config::{Decision, EffectClass};
+use codemode_snapshot::AskedCall;
 use serde_json::Value;
 
 use crate::Inner;
-use crate::run::{Refusal, RunParts};
+use crate::run::{Notice, Refusal, RunParts};
 
 fn ok(value: Value) -> SettlementValue {
     SettlementValue::Ok { value }
@@ -30,7 +35,7 @@ fn invalid(message: impl Into<String>) -> SettlementValue {
 /// `digest` is the request's journal digest, computed once by the caller.
 pub(crate) fn dispatch(
     inner: &Arc<Inner>,
-    parts: RunParts<'_>,
+    mut parts: RunParts<'_>,
     request: BridgeRequest,
     digest: RequestDigest,
 ) -> Result<(), Refusal> {
@@ -39,6 +44,9 @@ pub(crate) fn dispatch(
     let settle = |parts: RunParts<'_>, value: SettlementValue| settle_now(parts, id, method, digest, value);
     let session = parts.session.unwrap_or("default");
     let max_result = usize::try_from(inner.limits.max_output_bytes).unwrap_or(usize::MAX);
+    // A call that asks for approval always runs in a task, so its decision reaches the run (through the notices)
+    // before its settlement does.
+    let mut asks = false;
     let future: std::pin::Pin<Box<dyn std::future::Future<Output = SettlementValue> + Send>> = match call {
         BridgeCall::Yield(YieldArgs { reason }) => {
             *parts.yield_request = Some((id, reason));
@@ -55,16 +63,34 @@ pub(crate) fn dispatch(
             if let Err(e) = inner.catalog.validate_input(entry, &tool_args) {
                 return settle(parts, SettlementValue::err(e.code, e.message));
             }
+            let request = || BridgeRequest {
+                id,
+                call: BridgeCall::CallValue(CallValueArgs { tool: tool.clone(), args: Some(tool_args.clone()) }),
+            };
+            let ask = match gate(inner, &mut parts, id, method, entry, &tool, &tool_args, request) {
+                Gate::Run => None,
+                Gate::Refuse(value) => return settle(parts, value),
+                Gate::Ask(ask) => Some(ask),
+            };
             *parts.replay_safe &= entry.definition.replay_safe;
             // An MCP tool reached through its catalog handle answers with third-party content too.
             *parts.untrusted |= entry.definition.source == ToolSource::Mcp;
             parts.scope.count_call();
             *parts.dispatch_started = true;
+            asks = ask.is_some();
+            if !asks {
+                record_write(&mut parts, id, method, entry, &tool_args);
+            }
             let (cx, fire_abort) = call_context(inner, &parts, id, method, None);
             let mode = entry.definition.execution_mode;
             let scope = parts.scope.clone();
             let inner = inner.clone();
             Box::pin(async move {
+                if let Some(ask) = ask
+                    && let Err(refused) = ask.decide().await
+                {
+                    return refused;
+                }
                 let _turn = scope.turn(mode).await;
                 let Some(entry) = inner.catalog.by_callable(&tool) else {
                     return invalid(unknown_tool(&tool));
@@ -87,6 +113,7 @@ pub(crate) fn dispatch(
                 return settle(parts, invalid(format!("unknown MCP server \"{server}\"")));
             };
             let mut mode = ExecutionMode::Parallel;
+            let mut ask = None;
             match &target {
                 NamespaceTarget::Tool(tool) => {
                     let known = ns.tools.iter().find(|t| &t.name == tool);
@@ -96,6 +123,20 @@ pub(crate) fn dispatch(
                     };
                     if parts.restart_safe && !entry.definition.replay_safe {
                         return settle(parts, invalid(not_replay_safe(tool)));
+                    }
+                    let request = || BridgeRequest {
+                        id,
+                        call: BridgeCall::Namespace(NamespaceArgs {
+                            server: server.clone(),
+                            target: target.clone(),
+                            args: Some(call_args.clone()),
+                        }),
+                    };
+                    let path = entry.callable_name.clone();
+                    match gate(inner, &mut parts, id, method, entry, &path, &call_args, request) {
+                        Gate::Run => record_write(&mut parts, id, method, entry, &call_args),
+                        Gate::Refuse(value) => return settle(parts, value),
+                        Gate::Ask(gated) => ask = Some(gated),
                     }
                     *parts.replay_safe &= entry.definition.replay_safe;
                     mode = entry.definition.execution_mode;
@@ -111,10 +152,16 @@ pub(crate) fn dispatch(
             parts.scope.count_call();
             *parts.dispatch_started = true;
             *parts.untrusted = true;
+            asks = ask.is_some();
             let (cx, fire_abort) = call_context(inner, &parts, id, method, Some(&server));
             let scope = parts.scope.clone();
             let inner = inner.clone();
             Box::pin(async move {
+                if let Some(ask) = ask
+                    && let Err(refused) = ask.decide().await
+                {
+                    return refused;
+                }
                 let result = match target {
                     NamespaceTarget::Tool(tool) => {
                         let _turn = scope.turn(mode).await;
@@ -218,12 +265,19 @@ pub(crate) fn dispatch(
     // thread hops it costs; anything else goes on running in a task.
     let mut future = Box::pin(async move { Settlement { id, value: future.await } });
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    let handle = match future.as_mut().poll(&mut cx) {
-        std::task::Poll::Ready(settlement) => {
-            parts.ready.push(settlement);
-            None
+    let handle = if asks {
+        Some(parts.in_flight.spawn(future))
+    } else {
+        match future.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(settlement) => {
+                if let Some(effect) = parts.effects.get_mut(&id) {
+                    effect.status = crate::machine::effect_status(&settlement.value);
+                }
+                parts.ready.push(settlement);
+                None
+            }
+            std::task::Poll::Pending => Some(parts.in_flight.spawn(future)),
         }
-        std::task::Poll::Pending => Some(parts.in_flight.spawn(future)),
     };
     parts.pending.insert(id, (method, digest.0, handle));
     Ok(())
@@ -286,4 +340,201 @@ fn unknown_tool(tool: &str) -> String {
 
 fn not_replay_safe(tool: &str) -> String {
     format!("tool \"{tool}\" is not replay-safe; restartSafe cells may call only replay-safe tools")
+}
+
+/// Bytes of arguments an approval request shows.
+pub(crate) const APPROVAL_PREVIEW_BYTES: usize = 1024;
+/// Bytes of arguments a result's list of writes shows per write.
+pub(crate) const EFFECT_PREVIEW_BYTES: usize = 256;
+
+/// The arguments as JSON text, redacted and cut to `max` bytes (a cut preview ends with `…`). At most `2 * max`
+/// bytes are ever serialized; redaction runs on those, before the cut, so a secret straddling the cut is masked
+/// whole.
+pub(crate) fn preview(args: &Value, max: usize) -> String {
+    struct Capped(Vec<u8>, usize);
+    impl std::io::Write for Capped {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            let room = self.1.saturating_sub(self.0.len());
+            self.0.extend_from_slice(&bytes[..bytes.len().min(room)]);
+            if bytes.len() > room { Err(std::io::Error::other("preview cap")) } else { Ok(bytes.len()) }
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut capped = Capped(Vec::new(), max.saturating_mul(2));
+    let _ = serde_json::to_writer(&mut capped, args);
+    let text = String::from_utf8_lossy(&capped.0);
+    let redacted = codemode_telemetry::Redactor::new().redact(&text).into_owned();
+    cut(redacted, max)
+}
+
+/// `text` cut to `max` bytes on a character boundary, with `…` when cut.
+pub(crate) fn cut(text: String, max: usize) -> String {
+    if text.len() <= max {
+        return text;
+    }
+    let mut out = codemode_bridge::utf8_prefix(&text, max).to_owned();
+    out.push('…');
+    out
+}
+
+/// Puts a write-class call in the run's effect record as it is handed to the host: `uncertain` until the host
+/// answers.
+fn record_write(parts: &mut RunParts<'_>, id: u32, method: BridgeMethod, entry: &CatalogEntry, args: &Value) {
+    if entry.definition.effect_class() != EffectClass::Write {
+        return;
+    }
+    parts.effects.insert(
+        id,
+        WriteEffect {
+            tool: entry.definition.name.clone(),
+            call_id: format!("bridge:{}:{id}", method.as_str()),
+            status: EffectStatus::Uncertain,
+            preview: preview(args, EFFECT_PREVIEW_BYTES),
+        },
+    );
+}
+
+/// What the tool policy lets a call do.
+enum Gate {
+    /// It runs now.
+    Run,
+    /// It is refused with this settlement; it never reaches its tool.
+    Refuse(SettlementValue),
+    /// It runs once a person approves it.
+    Ask(Ask),
+}
+
+/// A pending question to an approver, for one call.
+pub(crate) struct Ask {
+    approver: Arc<dyn Approver>,
+    request: ApprovalRequest,
+    /// `<server>.<tool>` or the tool's name: what `ApproveForRun` remembers.
+    key: String,
+    write: bool,
+    id: u32,
+    approved: Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
+    notices: tokio::sync::mpsc::UnboundedSender<Notice>,
+    clock: Arc<dyn codemode_snapshot::Clock>,
+    _fire_abort: AbortOnDrop,
+}
+
+impl Ask {
+    /// Asks, reports the decision to the run, and returns the settlement of a refused call.
+    async fn decide(self) -> Result<(), SettlementValue> {
+        // Another call of the same tool may have been approved for the run while this one waited in the queue.
+        let remembered = lock(&self.approved).contains(&self.key);
+        let decision =
+            if remembered { ApprovalDecision::Approve } else { self.approver.decide(self.request.clone()).await };
+        if decision == ApprovalDecision::ApproveForRun {
+            lock(&self.approved).insert(self.key.clone());
+        }
+        let at_ms = self.clock.now_ms();
+        let _ = self.notices.send(Notice { id: self.id, decision, at_ms, write: self.write });
+        match decision {
+            ApprovalDecision::Approve | ApprovalDecision::ApproveForRun => Ok(()),
+            ApprovalDecision::Deny => Err(denied_by_person(&self.request.tool)),
+            // The run drops this settlement: the call waits in the run for an answer.
+            _ => Err(SettlementValue::err(BridgeErrorCode::Other("deferred".into()), "approval deferred")),
+        }
+    }
+}
+
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Every critical section is one set operation, so a poisoned lock is consistent.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Applies the tool policy to a call of `entry` at `path` (the callable path the program used). `request` rebuilds
+/// the guest's request, for a call that must wait for a person.
+#[allow(clippy::too_many_arguments)]
+fn gate(
+    inner: &Arc<Inner>,
+    parts: &mut RunParts<'_>,
+    id: u32,
+    method: BridgeMethod,
+    entry: &CatalogEntry,
+    path: &str,
+    args: &Value,
+    request: impl FnOnce() -> BridgeRequest,
+) -> Gate {
+    let def = &entry.definition;
+    let policy = || inner.catalog.options().policy.as_ref();
+    match entry.decision {
+        Decision::Allow => return Gate::Run,
+        Decision::Deny => {
+            let why = policy().map_or_else(String::new, |p| {
+                format!(" by {}", p.explain(&codemode_catalog::policy_path(def), def.effect_class()))
+            });
+            return Gate::Refuse(SettlementValue::err(
+                BridgeErrorCode::Denied,
+                format!(
+                    "tool \"{}\" is denied by the tool policy{why}; the call did not run. Retrying will not help: \
+                     do without it, or tell the user the task needs it",
+                    def.name
+                ),
+            ));
+        }
+        Decision::Ask => {}
+    }
+    let key = codemode_catalog::policy_path(def);
+    if lock(parts.approvals.approved).contains(&key) {
+        return Gate::Run;
+    }
+    let call_id = format!("bridge:{}:{id}", method.as_str());
+    let answer = parts.approvals.answers.iter().find(|(c, _)| *c == call_id).map(|(_, d)| *d);
+    match answer {
+        Some(ApprovalDecision::Approve) => return Gate::Run,
+        Some(ApprovalDecision::ApproveForRun) => {
+            lock(parts.approvals.approved).insert(key);
+            return Gate::Run;
+        }
+        Some(ApprovalDecision::Deny) => return Gate::Refuse(denied_by_person(&def.name)),
+        _ => {}
+    }
+    let Some(approver) = parts.approvals.approver.clone() else {
+        return match policy().map_or(Decision::Deny, |p| p.fallback) {
+            Decision::Allow => Gate::Run,
+            _ => Gate::Refuse(SettlementValue::err(
+                BridgeErrorCode::Denied,
+                format!(
+                    "tool \"{}\" needs a person's approval and nobody can be asked here, so the policy's fallback \
+                     denied it; the call did not run. Retrying will not help: do without it, or tell the user the \
+                     task needs it",
+                    def.name
+                ),
+            )),
+        };
+    };
+    let shown = preview(args, APPROVAL_PREVIEW_BYTES);
+    let (cx, fire_abort) = call_context(inner, parts, id, method, def.server.as_deref());
+    let approval_request =
+        ApprovalRequest::new(def.name.clone(), path, shown.clone(), cx).with_title(parts.approvals.title.clone());
+    parts.asked.push(AskedCall {
+        request: request(),
+        approval: PendingApproval { call_id, tool: def.name.clone(), path: path.to_owned(), preview: shown },
+        deferred: false,
+    });
+    Gate::Ask(Ask {
+        approver,
+        request: approval_request,
+        key,
+        write: def.effect_class() == EffectClass::Write,
+        id,
+        approved: parts.approvals.approved.clone(),
+        notices: parts.approvals.notices.clone(),
+        clock: inner.clock.clone(),
+        _fire_abort: fire_abort,
+    })
+}
+
+fn denied_by_person(tool: &str) -> SettlementValue {
+    SettlementValue::err(
+        BridgeErrorCode::Denied,
+        format!(
+            "a person denied this call of tool \"{tool}\"; it did not run. Retrying will not help: do without it, \
+             or tell the user what it was for"
+        ),
+    )
 }

@@ -12,14 +12,14 @@ mod scope;
 
 use std::sync::Arc;
 
-use codemode_bridge::{ProgressHook, ToolHost};
+use codemode_bridge::{ApprovalDecision, Approver, ProgressHook, ToolHost};
 use codemode_catalog::Catalog;
 use codemode_config::Limits;
 use codemode_snapshot::{Clock, RunStore, SessionStore};
 use codemode_vm::pool::WorkerPool;
 
 pub use results::ResultStore;
-pub use run::{Cell, LiveRun, Waits, abort, cancelled, exec, input_failure, start_sweeper, wait};
+pub use run::{Cell, LiveRun, Waits, abort, cancelled, exec, exec_with, input_failure, start_sweeper, wait, wait_with};
 pub use scope::{CatalogScope, CatalogScopes, MAX_SCOPES};
 
 /// Who is calling: runs are scoped to their session and agent run.
@@ -66,6 +66,30 @@ pub struct Inner {
     pub waits: Arc<Waits>,
     /// The cap the journals of all this engine's live runs share (each run also has its own, `maxSnapshotBytes`).
     pub journals: Arc<codemode_bridge::SharedBytes>,
+    /// Decides the calls the tool policy (the catalog's) says to ask about, unless an `exec`/`wait` brings its own.
+    pub approver: Option<Arc<dyn Approver>>,
+}
+
+/// What one `exec` or `wait` brings besides its input: who decides the calls that need approval, the answers to
+/// approvals a parked run is waiting for, and the program's title (shown to the person asked).
+#[derive(Clone, Default)]
+pub struct RunOptions {
+    /// Decides approvals during this call; the engine's approver when `None`.
+    pub approver: Option<Arc<dyn Approver>>,
+    /// Answers to pending approvals, by call id (`bridge:callValue:3`).
+    pub answers: Vec<(String, ApprovalDecision)>,
+    /// The `exec`'s title.
+    pub title: Option<String>,
+}
+
+impl std::fmt::Debug for RunOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunOptions")
+            .field("approver", &self.approver.is_some())
+            .field("answers", &self.answers)
+            .field("title", &self.title)
+            .finish()
+    }
 }
 
 /// The source of a new run's seed, behind a trait so tests can pin it.

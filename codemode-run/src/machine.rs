@@ -3,16 +3,18 @@
 //! finish). No processes, tasks, timers or clocks live here; the driver in `run.rs` does that I/O.
 //!
 //! Invariant: every settlement sent to the worker is appended to the journal, in delivery order, before the `Settle`
-//! command is returned, so a checkpoint taken at any park replays to the same state.
+//! command is returned, so a checkpoint taken at any park replays to the same state. While a call waits for a
+//! person's approval, the deadline and the park time do not run (the seed's paused clock).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use codemode_bridge::{
-    BridgeCall, BridgeMethod, BridgeRequest, ByteCharge, ErrorCode, ErrorKind, FailurePhase, Journal, OutputBudget,
-    OutputItem, OverCap, RequestDigest, Round, Settlement, SettlementValue, SharedBytes, SleepArgs, WaitReason,
+    ApprovalDecision, BridgeCall, BridgeErrorCode, BridgeMethod, BridgeRequest, ByteCharge, EffectFacts, EffectStatus,
+    ErrorCode, ErrorKind, FailurePhase, Journal, OutputBudget, OutputItem, OverCap, RequestDigest, Round, Settlement,
+    SettlementValue, SharedBytes, SleepArgs, WaitReason, WriteEffect,
 };
-use codemode_snapshot::Checkpoint;
+use codemode_snapshot::{AskedCall, Checkpoint};
 use codemode_vm::pool::Death;
 use codemode_vm::protocol::{CellFailure, CellLimits, GuestOutcome, HostMessage, Start, WorkerMessage};
 use serde_json::{Value, json};
@@ -190,6 +192,26 @@ pub struct RunMachine {
     deadline_ms: u64,
     park_at_ms: u64,
     queue: VecDeque<Command>,
+    /// Calls waiting for a person's decision, by request id: being asked, or deferred by the approver.
+    pub(crate) asked: BTreeMap<u32, AskedCall>,
+    /// When the current approval pause began (epoch ms), while a call is being asked.
+    pause_since: Option<u64>,
+    /// The host's record of the run's write-class calls, by request id, across all its waits.
+    pub(crate) effects: BTreeMap<u32, WriteEffect>,
+}
+
+/// The effect status a settlement from the host means for a call that reached it.
+pub fn effect_status(value: &SettlementValue) -> EffectStatus {
+    match value {
+        SettlementValue::Ok { .. } => EffectStatus::Completed,
+        SettlementValue::Err { code, .. } => match code {
+            BridgeErrorCode::Interrupted => EffectStatus::Uncertain,
+            // The tool answered; only its answer broke the contract.
+            BridgeErrorCode::OutputContract => EffectStatus::Completed,
+            BridgeErrorCode::Denied | BridgeErrorCode::InputContract => EffectStatus::NotStarted,
+            _ => EffectStatus::Failed,
+        },
+    }
 }
 
 /// Which failure a worker's death is. The host's own limits keep their meaning (memory or stack: the program
@@ -240,6 +262,9 @@ impl RunMachine {
             deadline_ms: u64::MAX,
             park_at_ms: u64::MAX,
             queue: VecDeque::new(),
+            asked: BTreeMap::new(),
+            pause_since: None,
+            effects: BTreeMap::new(),
         }
     }
 
@@ -273,7 +298,21 @@ impl RunMachine {
             deadline_ms: u64::MAX,
             park_at_ms: u64::MAX,
             queue: VecDeque::new(),
+            asked: BTreeMap::new(),
+            pause_since: None,
+            effects: checkpoint.effects.iter().map(|e| (e.id, e.effect.clone())).collect(),
         };
+        // Calls that were waiting for a decision never reached their tool: each is asked again (or answered by
+        // the wait) as the run begins.
+        for call in &checkpoint.asked {
+            let id = call.request.id;
+            if let Some(p) = checkpoint.pending.iter().find(|p| p.id == id)
+                && let Some(method) = p.bridge_method()
+            {
+                machine.pending.insert(id, (method, p.args_digest));
+                machine.asked.insert(id, AskedCall { deferred: true, ..call.clone() });
+            }
+        }
         if let Some(y) = &checkpoint.yield_request {
             machine.ready.retain(|s| s.id != y.id);
             machine.yield_request = Some((y.id, y.reason.clone()));
@@ -306,6 +345,15 @@ impl RunMachine {
         self.deadline_ms = now_ms.saturating_add(timeout_ms);
         let margin = 250.min(timeout_ms / 2);
         self.park_at_ms = if self.await_results { NO_PARK } else { self.deadline_ms - margin };
+        // Deferred approvals are dispatched again: the wait's answer or its approver decides them. A call still
+        // being asked keeps the clock paused from now (time parked earns no credit).
+        let deferred: Vec<u32> = self.asked.iter().filter(|(_, a)| a.deferred).map(|(id, _)| *id).collect();
+        for id in deferred {
+            if let (Some(call), Some((_, digest))) = (self.asked.remove(&id), self.pending.get(&id)) {
+                self.queue.push_back(Command::Dispatch(call.request, RequestDigest(*digest)));
+            }
+        }
+        self.pause_since = self.asking().then_some(now_ms);
         for (id, due, digest) in std::mem::take(&mut self.restored_timers) {
             let call = BridgeCall::Sleep(SleepArgs { ms: due.saturating_sub(now_ms) });
             self.queue.push_back(Command::Dispatch(BridgeRequest { id, call }, RequestDigest(digest)));
@@ -369,6 +417,14 @@ impl RunMachine {
                     self.phase = Phase::Stopped;
                     return Some(Command::Park(WaitReason::Yield));
                 }
+                // Only deferred approvals are left: nothing more can happen in this call.
+                if self.ready.is_empty()
+                    && !self.pending.is_empty()
+                    && self.pending.keys().all(|id| self.asked.get(id).is_some_and(|a| a.deferred))
+                {
+                    self.phase = Phase::Stopped;
+                    return Some(Command::Park(WaitReason::Approval));
+                }
                 let drain = self.outcome.is_some();
                 // Settlements already at hand go out at once, with whatever else has finished by now; otherwise the
                 // driver waits for the first one until the park time.
@@ -407,7 +463,24 @@ impl RunMachine {
                 self.finish(Ending::Failed { kind: code.into(), phase, message });
             }
             Event::Settled(settlement) => {
+                match self.asked.get(&settlement.id) {
+                    // The approver deferred it: the call waits in the run, and this settlement says nothing.
+                    Some(call) if call.deferred => return,
+                    // Its task ended without a decision (it panicked): the call is over.
+                    Some(_) => {
+                        self.asked.remove(&settlement.id);
+                        if !self.asking() {
+                            self.pause_since = None;
+                        }
+                    }
+                    None => {}
+                }
                 if self.pending.contains_key(&settlement.id) {
+                    if let Some(effect) = self.effects.get_mut(&settlement.id)
+                        && effect.status == EffectStatus::Uncertain
+                    {
+                        effect.status = effect_status(&settlement.value);
+                    }
                     self.ready.push(settlement);
                 }
             }
@@ -416,6 +489,7 @@ impl RunMachine {
                     // Waiting on host work off the VM is not charged to the execution allowance.
                     self.deadline_ms = self.deadline_ms.saturating_add(now_ms.saturating_sub(since_ms));
                 }
+                self.credit_pause(now_ms);
                 self.on_collected(now_ms, timed_out, idle);
             }
         }
@@ -433,6 +507,86 @@ impl RunMachine {
         if let Some(value) = settled {
             self.ready.push(Settlement { id, value });
         }
+    }
+
+    /// Records a call whose approval is being asked since `now_ms` (or was deferred): while one is being asked, the
+    /// deadline and the park time stand still.
+    pub fn approval_asked(&mut self, call: AskedCall, now_ms: u64) {
+        if !call.deferred && !self.asking() {
+            self.pause_since = Some(now_ms);
+        }
+        self.asked.insert(call.request.id, call);
+    }
+
+    /// The decision on call `id` arrived at `at_ms`. Approved, a write-class call (`write`) enters the effect record
+    /// as `uncertain` until its tool answers; denied, its settlement follows; deferred, it waits in the run for a
+    /// later `wait`'s answer. The last decision pending ends the pause: the deadline moves by the time it took.
+    pub fn approval_decided(&mut self, id: u32, decision: ApprovalDecision, at_ms: u64, write: bool) {
+        let Some(call) = self.asked.get_mut(&id) else { return };
+        let approved = matches!(decision, ApprovalDecision::Approve | ApprovalDecision::ApproveForRun);
+        if decision == ApprovalDecision::Defer {
+            call.deferred = true;
+        } else if let Some(call) = self.asked.remove(&id)
+            && approved
+            && write
+        {
+            let preview = crate::dispatch::cut(call.approval.preview, crate::dispatch::EFFECT_PREVIEW_BYTES);
+            self.effects.insert(
+                id,
+                WriteEffect {
+                    tool: call.approval.tool,
+                    call_id: call.approval.call_id,
+                    status: EffectStatus::Uncertain,
+                    preview,
+                },
+            );
+        }
+        if !self.asking() {
+            self.credit_pause(at_ms);
+            self.pause_since = None;
+        }
+    }
+
+    /// Whether a call is being asked about now (not deferred).
+    fn asking(&self) -> bool {
+        self.asked.values().any(|a| !a.deferred)
+    }
+
+    /// Moves the deadline and the park time by the approval pause up to `now_ms`.
+    fn credit_pause(&mut self, now_ms: u64) {
+        let Some(since) = self.pause_since else { return };
+        let paused = now_ms.saturating_sub(since);
+        // A cell that awaits its results is not charged for host work anyway.
+        if !self.await_results {
+            self.deadline_ms = self.deadline_ms.saturating_add(paused);
+            if self.park_at_ms != NO_PARK {
+                self.park_at_ms = self.park_at_ms.saturating_add(paused);
+            }
+        }
+        self.pause_since = Some(now_ms);
+    }
+
+    /// The effect facts of the run so far; `list` adds the completed and uncertain writes (failed results).
+    pub fn effect_facts(&self, list: bool) -> EffectFacts {
+        let mut facts = EffectFacts::default();
+        for effect in self.effects.values() {
+            match effect.status {
+                EffectStatus::NotStarted => continue,
+                EffectStatus::Completed => facts.completed_writes += 1,
+                EffectStatus::Failed => facts.failed_writes += 1,
+                _ => facts.uncertain_writes += 1,
+            }
+            facts.mutation_free = false;
+            if list && effect.status != EffectStatus::Failed {
+                facts.writes.push(effect.clone());
+            }
+        }
+        facts
+    }
+
+    /// The deadline (epoch ms) of the current `exec` or `wait`, moved by approval pauses so far.
+    pub fn deadline_ms(&self) -> u64 {
+        self.deadline_ms
     }
 
     /// Records a `yield_control` request: the run parks once nothing else is ready to deliver.
@@ -536,7 +690,8 @@ impl RunMachine {
             });
             return;
         } else if self.ready.is_empty() {
-            if timed_out {
+            // An approval pause moved the park time past the collect's end: keep collecting.
+            if timed_out && now_ms >= self.park_at_ms {
                 self.phase = Phase::Stopped;
                 self.queue.push_back(Command::Park(WaitReason::PendingTools));
             } else {

@@ -5,25 +5,25 @@
 //! Invariant: time reaches the run only through the engine's [`Clock`](codemode_snapshot::Clock) and a new run's
 //! seed only through its [`Entropy`]; output handed to the caller is counted so a resumed run never delivers it twice.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use codemode_bridge::{
-    BridgeErrorCode, BridgeMethod, ByteCharge, CodeModeResult, Completed, ErrorCode, ErrorKind, Failed, FailurePhase,
-    PendingToolCall, Settlement, SettlementValue, WaitReason, Waiting,
+    ApprovalDecision, Approver, BridgeErrorCode, BridgeMethod, ByteCharge, CodeModeResult, Completed, EffectFacts,
+    ErrorCode, ErrorKind, Failed, FailurePhase, PendingToolCall, Settlement, SettlementValue, WaitReason, Waiting,
 };
-use codemode_snapshot::{Checkpoint, PendingRequest, RunOwner, Slot, StoreError, YieldRequest};
+use codemode_snapshot::{AskedCall, Checkpoint, EffectEntry, PendingRequest, RunOwner, Slot, StoreError, YieldRequest};
 use codemode_telemetry::Telemetry;
 use codemode_vm::pool::{Death, WorkerProcess};
 use codemode_vm::protocol::{CellLimits, HostMessage, WorkerMessage};
 use serde_json::Value;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::{AbortHandle, JoinSet};
 
 use crate::machine::{Command, Ending, Event, NO_PARK, RunMachine, RunSetup};
 use crate::scope::CatalogScope;
-use crate::{ExecInput, Inner, RunScope};
+use crate::{ExecInput, Inner, RunOptions, RunScope};
 
 /// A cell the driver talks to: a worker process, or a scripted fake in tests.
 pub trait Cell: Send {
@@ -54,6 +54,46 @@ pub struct LiveRun {
     in_flight: JoinSet<Settlement>,
     /// The tasks of dispatched requests still running, by request id.
     handles: BTreeMap<u32, AbortHandle>,
+    /// Approvals: who decides them in the current call, and what was decided.
+    approvals: RunApprovals,
+}
+
+/// A decision on a call's approval, sent by the call's task to its run before the task ends.
+#[derive(Debug)]
+pub(crate) struct Notice {
+    pub(crate) id: u32,
+    pub(crate) decision: ApprovalDecision,
+    /// When it arrived (epoch ms, the engine's clock).
+    pub(crate) at_ms: u64,
+    /// Whether the call is write-class.
+    pub(crate) write: bool,
+}
+
+/// What a run keeps about approvals.
+struct RunApprovals {
+    /// The approver, answers and title of the current `exec` or `wait`.
+    options: RunOptions,
+    /// Tools approved for the rest of the run (`<server>.<tool>` or the tool's name); shared with the calls'
+    /// tasks, so a call waiting in the queue sees an approval given meanwhile.
+    approved: Arc<Mutex<BTreeSet<String>>>,
+    notices: mpsc::UnboundedSender<Notice>,
+    received: mpsc::UnboundedReceiver<Notice>,
+}
+
+impl RunApprovals {
+    fn new(options: RunOptions, approved: BTreeSet<String>) -> Self {
+        let (notices, received) = mpsc::unbounded_channel();
+        RunApprovals { options, approved: Arc::new(Mutex::new(approved)), notices, received }
+    }
+}
+
+/// The parts of a run's approvals that dispatch reads.
+pub(crate) struct ApprovalParts<'a> {
+    pub(crate) approver: &'a Option<Arc<dyn Approver>>,
+    pub(crate) answers: &'a [(String, ApprovalDecision)],
+    pub(crate) title: &'a Option<String>,
+    pub(crate) approved: &'a Arc<Mutex<BTreeSet<String>>>,
+    pub(crate) notices: &'a mpsc::UnboundedSender<Notice>,
 }
 
 /// How long a parked run may keep its worker before the pool starts a replacement.
@@ -144,6 +184,11 @@ fn message_cap(limits: &CellLimits) -> usize {
 
 /// `exec`: checks the source, starts a worker and drives the run (the surface validated `input`).
 pub async fn exec(inner: Arc<Inner>, input: ExecInput, scope: RunScope) -> CodeModeResult {
+    exec_with(inner, input, scope, RunOptions::default()).await
+}
+
+/// [`exec`] with the call's approver and title.
+pub async fn exec_with(inner: Arc<Inner>, input: ExecInput, scope: RunScope, options: RunOptions) -> CodeModeResult {
     let prepared = match codemode_source::prepare(&input.code) {
         Ok(prepared) => prepared,
         Err(e) => return input_failure(&inner, &scope, e.message),
@@ -183,6 +228,7 @@ pub async fn exec(inner: Arc<Inner>, input: ExecInput, scope: RunScope) -> CodeM
         worker: Some(worker),
         in_flight: JoinSet::new(),
         handles: BTreeMap::new(),
+        approvals: RunApprovals::new(options, BTreeSet::new()),
     };
     // The run takes a place under the cap of suspended runs only when it first dispatches host work.
     finish(inner, run, None).await
@@ -251,6 +297,12 @@ async fn park(inner: Arc<Inner>, mut run: LiveRun, slot: Option<Slot<LiveRun>>, 
     checkpoint.yield_request =
         machine.yield_request.as_ref().map(|(id, reason)| YieldRequest { id: *id, reason: reason.clone() });
     checkpoint.untrusted = machine.untrusted;
+    checkpoint.asked = machine.asked.values().cloned().collect();
+    checkpoint.effects =
+        machine.effects.iter().map(|(id, effect)| EffectEntry { id: *id, effect: effect.clone() }).collect();
+    checkpoint.approved_for_run = crate::dispatch::lock(&run.approvals.approved).iter().cloned().collect();
+    let pending_approvals = machine.asked.values().map(|a| a.approval.clone()).collect();
+    let effects = machine.effect_facts(true);
     let checkpoint_untrusted = machine.untrusted;
     let pending_calls: Vec<PendingToolCall> = checkpoint
         .pending
@@ -278,6 +330,7 @@ async fn park(inner: Arc<Inner>, mut run: LiveRun, slot: Option<Slot<LiveRun>>, 
             run_id,
             reason,
             pending_tool_calls: pending_calls,
+            pending_approvals,
             replay_safe,
             warnings: untrusted_warnings(checkpoint_untrusted),
             output,
@@ -291,6 +344,7 @@ async fn park(inner: Arc<Inner>, mut run: LiveRun, slot: Option<Slot<LiveRun>>, 
             bridge_dispatch_started: true,
             warnings: untrusted_warnings(checkpoint_untrusted),
             output,
+            effects,
             telemetry,
         }),
     }
@@ -319,6 +373,11 @@ pub fn start_sweeper(inner: &Arc<Inner>, live_window: Duration) {
 /// cancels the run: its worker is killed, its host work cancelled and the run released, so its id then fails as
 /// unavailable. An [`abort`] of the run while it waits ends the wait with `aborted` and the run's final telemetry.
 pub async fn wait(inner: Arc<Inner>, run_id: &str, scope: RunScope) -> CodeModeResult {
+    wait_with(inner, run_id, scope, RunOptions::default()).await
+}
+
+/// [`wait`] with the call's approver and the answers to the run's pending approvals.
+pub async fn wait_with(inner: Arc<Inner>, run_id: &str, scope: RunScope, options: RunOptions) -> CodeModeResult {
     let tools_digest = inner.tools_digest.clone();
     let resumable = |checkpoint: &Checkpoint| {
         // Tools are never re-executed by replay, but a changed catalog would give the program other tools.
@@ -333,7 +392,10 @@ pub async fn wait(inner: Arc<Inner>, run_id: &str, scope: RunScope) -> CodeModeR
     let now_ms = inner.clock.now_ms();
     let checkpoint = resumed.checkpoint;
     let mut run = match resumed.live {
-        Some(run) => run,
+        Some(mut run) => {
+            run.approvals.options = options;
+            run
+        }
         None => {
             // Parked by another process (or this one before a restart): rebuild from the checkpoint. Requests that
             // were in flight are gone with that process; the program learns they were interrupted.
@@ -350,6 +412,7 @@ pub async fn wait(inner: Arc<Inner>, run_id: &str, scope: RunScope) -> CodeModeR
                 worker: None,
                 in_flight: JoinSet::new(),
                 handles: BTreeMap::new(),
+                approvals: RunApprovals::new(options, checkpoint.approved_for_run.iter().cloned().collect()),
             }
         }
     };
@@ -395,7 +458,25 @@ fn aborted_during_wait(inner: &Inner, mut run: LiveRun, reply: Option<oneshot::S
     if let Some(reply) = reply {
         let _ = reply.send(telemetry.clone());
     }
-    CodeModeResult::failed(ErrorCode::Aborted, FailurePhase::Host, "code mode run aborted", telemetry)
+    with_effects(
+        CodeModeResult::failed(ErrorCode::Aborted, FailurePhase::Host, "code mode run aborted", telemetry),
+        run.machine.effect_facts(true),
+    )
+}
+
+/// `result` with the host's effect facts (a failed or completed result).
+fn with_effects(mut result: CodeModeResult, facts: EffectFacts) -> CodeModeResult {
+    match &mut result {
+        CodeModeResult::Failed(f) => f.effects = facts,
+        CodeModeResult::Completed(c) => c.effects = facts,
+        CodeModeResult::Waiting(_) => {}
+    }
+    result
+}
+
+/// The facts of a result whose run the host no longer has: it cannot vouch that no write happened.
+fn unknown_effects() -> EffectFacts {
+    EffectFacts { mutation_free: false, ..EffectFacts::default() }
 }
 
 /// The waits in progress, by run id, so that [`abort`] can stop the one resuming its run.
@@ -451,36 +532,43 @@ pub async fn abort(inner: Arc<Inner>, run_id: &str) -> CodeModeResult {
         Ok(codemode_snapshot::AbortOutcome::Parked { live: Some(mut run) }) => {
             run.in_flight.abort_all();
             run.worker = None;
-            aborted(&run.scope)
+            with_effects(aborted(&run.scope), run.machine.effect_facts(true))
         }
         Ok(codemode_snapshot::AbortOutcome::Resuming) => match inner.waits.stop(run_id) {
             Some(telemetry) => match telemetry.await {
-                Ok(telemetry) => {
-                    CodeModeResult::failed(ErrorCode::Aborted, FailurePhase::Host, "code mode run aborted", telemetry)
-                }
-                Err(_) => aborted(&scope_of(&inner, &unowned)),
+                Ok(telemetry) => with_effects(
+                    CodeModeResult::failed(ErrorCode::Aborted, FailurePhase::Host, "code mode run aborted", telemetry),
+                    unknown_effects(),
+                ),
+                Err(_) => with_effects(aborted(&scope_of(&inner, &unowned)), unknown_effects()),
             },
-            None => aborted(&scope_of(&inner, &unowned)),
+            None => with_effects(aborted(&scope_of(&inner, &unowned)), unknown_effects()),
         },
         // Reports the totals of the unowned scope: the run was not live here.
-        Ok(_) => aborted(&scope_of(&inner, &unowned)),
+        Ok(_) => with_effects(aborted(&scope_of(&inner, &unowned)), unknown_effects()),
         Err(e) => store_failure(&inner, &unowned, &e),
     }
 }
 
 /// The result of a cell its caller cancelled: dropping the run killed its worker and aborted its tool calls.
 pub fn cancelled(inner: &Inner, scope: &RunScope) -> CodeModeResult {
-    CodeModeResult::failed(
+    let result = CodeModeResult::failed(
         ErrorCode::Aborted,
         FailurePhase::Host,
         "code mode run aborted: the caller cancelled it before it ended; its tool calls were cancelled",
         telemetry(inner, &scope_of(inner, scope)),
-    )
+    );
+    with_effects(result, unknown_effects())
 }
 
+/// A `wait` or `abort` the store refused: the run (if any) did not run in this call, but its earlier calls may
+/// have written, so the result does not claim `mutationFree`.
 fn store_failure(inner: &Inner, scope: &RunScope, error: &StoreError) -> CodeModeResult {
     let telemetry = telemetry(inner, &scope_of(inner, scope));
-    CodeModeResult::failed(error.code(), FailurePhase::Input, error.to_string(), telemetry)
+    with_effects(
+        CodeModeResult::failed(error.code(), FailurePhase::Input, error.to_string(), telemetry),
+        unknown_effects(),
+    )
 }
 
 fn fail(
@@ -502,6 +590,7 @@ fn fail(
         bridge_dispatch_started: machine.dispatch_started,
         warnings: untrusted_warnings(machine.untrusted),
         output,
+        effects: machine.effect_facts(true),
         telemetry: telemetry(inner, &run.scope),
     })
 }
@@ -522,7 +611,8 @@ fn complete(inner: &Inner, run: &mut LiveRun, value: Value) -> CodeModeResult {
         machine.budget.admit_value(value)
     };
     let warnings = untrusted_warnings(machine.untrusted);
-    CodeModeResult::Completed(Completed { value, warnings, output, telemetry: telemetry(inner, &run.scope) })
+    let effects = machine.effect_facts(false);
+    CodeModeResult::Completed(Completed { value, warnings, output, effects, telemetry: telemetry(inner, &run.scope) })
 }
 
 async fn drive(inner: &Arc<Inner>, run: &mut LiveRun, slot: &mut Option<Slot<LiveRun>>) -> Stop {
@@ -558,6 +648,8 @@ async fn drive(inner: &Arc<Inner>, run: &mut LiveRun, slot: &mut Option<Slot<Liv
                     }
                 }
                 let mut sink = PendingSink { methods: &mut run.machine.pending, handles: &mut run.handles };
+                let mut asked = Vec::new();
+                let options = &run.approvals.options;
                 let parts = RunParts {
                     run_id: &run.run_id,
                     session: run.owner.session_id.as_deref(),
@@ -571,9 +663,24 @@ async fn drive(inner: &Arc<Inner>, run: &mut LiveRun, slot: &mut Option<Slot<Liv
                     pending: &mut sink,
                     yield_request: &mut run.machine.yield_request,
                     ready: &mut run.machine.ready,
+                    effects: &mut run.machine.effects,
+                    asked: &mut asked,
+                    approvals: ApprovalParts {
+                        approver: if options.approver.is_some() { &options.approver } else { &inner.approver },
+                        answers: &options.answers,
+                        title: &options.title,
+                        approved: &run.approvals.approved,
+                        notices: &run.approvals.notices,
+                    },
                 };
                 if let Err(Refusal(code, phase, message)) = crate::dispatch::dispatch(inner, parts, request, digest) {
                     run.machine.handle(Event::Refused { code, phase, message });
+                }
+                if !asked.is_empty() {
+                    let now_ms = inner.clock.now_ms();
+                    for call in asked {
+                        run.machine.approval_asked(call, now_ms);
+                    }
                 }
             }
             Command::Cancel(id) => {
@@ -645,10 +752,20 @@ async fn collect(inner: &Inner, run: &mut LiveRun, until_ms: Option<u64>, drain:
             }
         }
     }
+    take_notices(run);
     run.machine.handle(Event::Collected { since_ms, now_ms: inner.clock.now_ms(), timed_out, idle });
 }
 
+/// Hands the machine the approval decisions that arrived. A call's task sends its decision before it ends, so
+/// taking them before each settlement keeps a decision ahead of its call's settlement.
+fn take_notices(run: &mut LiveRun) {
+    while let Ok(notice) = run.approvals.received.try_recv() {
+        run.machine.approval_decided(notice.id, notice.decision, notice.at_ms, notice.write);
+    }
+}
+
 fn accept(run: &mut LiveRun, joined: Result<Settlement, tokio::task::JoinError>) {
+    take_notices(run);
     match joined {
         Ok(settlement) => {
             run.handles.remove(&settlement.id);
@@ -687,6 +804,12 @@ pub(crate) struct RunParts<'a> {
     pub(crate) yield_request: &'a mut Option<(u32, Option<String>)>,
     /// Settlements to deliver at the next quiescent point.
     pub(crate) ready: &'a mut Vec<Settlement>,
+    /// The run's record of write-class calls.
+    pub(crate) effects: &'a mut BTreeMap<u32, codemode_bridge::WriteEffect>,
+    /// Calls dispatch sent to an approver; the driver hands them to the machine.
+    pub(crate) asked: &'a mut Vec<AskedCall>,
+    /// Who decides approvals in this call, and what was decided.
+    pub(crate) approvals: ApprovalParts<'a>,
 }
 
 /// A request the host refuses outright fails the whole cell: `(code, phase, message)`.

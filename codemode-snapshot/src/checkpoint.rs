@@ -5,7 +5,8 @@
 //! after ten calls fits well under a kilobyte; in memory it is the bridge's `Journal`.
 
 use codemode_bridge::{
-    BridgeErrorCode, BridgeMethod, Journal, OutputBudget, RequestDigest, Round, Settlement, SettlementValue, WaitReason,
+    BridgeErrorCode, BridgeMethod, BridgeRequest, Journal, OutputBudget, PendingApproval, RequestDigest, Round,
+    Settlement, SettlementValue, WaitReason, WriteEffect,
 };
 use serde::{Deserialize, Serialize};
 
@@ -180,10 +181,43 @@ pub struct Checkpoint {
     /// Whether content from an MCP server reached the program; its results then carry a warning.
     #[serde(default, skip_serializing_if = "is_false")]
     pub untrusted: bool,
+    /// Tools a person approved for the rest of the run (`ApproveForRun`): their calls are not asked about again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approved_for_run: Vec<String>,
+    /// Calls whose approval was asked and not answered when the run parked: they never reached their tool, so a
+    /// resume asks again (or applies the answer its `wait` carries) instead of settling them as interrupted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub asked: Vec<AskedCall>,
+    /// The host's record of the run's write-class calls, by request id: what its results' effect facts sum up.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub effects: Vec<EffectEntry>,
     /// Where checkpoints written before these fields were typed kept them, `{"yield": .., "untrusted": ..}`; read
     /// only, and moved into the fields by [`Checkpoint::decode`].
     #[serde(rename = "extra", default, skip_serializing)]
     legacy_extra: Option<LegacyExtra>,
+}
+
+/// A call waiting for a person's approval: the request itself (so it can be dispatched once approved) and what
+/// the person is shown.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AskedCall {
+    /// The request as the guest made it.
+    pub request: BridgeRequest,
+    /// The call id, tool, path and redacted preview.
+    pub approval: PendingApproval,
+    /// Whether the approver deferred it (the run parked with reason `approval`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub deferred: bool,
+}
+
+/// One write-class call in the host's record, with its request id.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EffectEntry {
+    /// The bridge request id.
+    pub id: u32,
+    /// What the host knows of its effect.
+    #[serde(flatten)]
+    pub effect: WriteEffect,
 }
 
 /// A `yield_control(reason)` request waiting for its answer.
@@ -236,6 +270,9 @@ impl Checkpoint {
             generation: 0,
             yield_request: None,
             untrusted: false,
+            approved_for_run: Vec::new(),
+            asked: Vec::new(),
+            effects: Vec::new(),
             legacy_extra: None,
         }
     }
@@ -314,8 +351,12 @@ impl Checkpoint {
 /// first round of the resumed run instead of dispatching the requests again, so a tool is never silently
 /// re-executed.
 pub fn interrupted_settlements(checkpoint: &Checkpoint) -> Vec<Settlement> {
-    let mut pending: Vec<&PendingRequest> =
-        checkpoint.pending.iter().filter(|p| p.method != BridgeMethod::Yield.as_str() && p.due_ms.is_none()).collect();
+    let asked = |id: u32| checkpoint.asked.iter().any(|a| a.request.id == id);
+    let mut pending: Vec<&PendingRequest> = checkpoint
+        .pending
+        .iter()
+        .filter(|p| p.method != BridgeMethod::Yield.as_str() && p.due_ms.is_none() && !asked(p.id))
+        .collect();
     pending.sort_by_key(|p| p.id);
     pending
         .into_iter()

@@ -52,9 +52,12 @@ pub use codemode_telemetry as telemetry;
 pub use codemode_vm as vm;
 
 pub use activation::{ModelTools, model_tools};
-pub use codemode_bridge::{CodeModeResult, ErrorCode, ErrorKind, FailurePhase, OutputItem, ToolHost};
+pub use codemode_bridge::{
+    ApprovalDecision, ApprovalRequest, Approver, CodeModeResult, EffectFacts, EffectStatus, ErrorCode, ErrorKind,
+    FailurePhase, OutputItem, PendingApproval, ToolHost, WriteEffect,
+};
 pub use codemode_catalog::{ExecutionMode, ToolDefinition, ToolSource};
-pub use codemode_config::Limits;
+pub use codemode_config::{Decision, EffectClass, Limits, Policy};
 pub use codemode_run::RunScope;
 pub use codemode_surface::ToolSpec;
 pub use codemode_vm::confine::Confinement;
@@ -118,6 +121,8 @@ pub struct CodeModeBuilder {
     allow_slow_strings: bool,
     host_journal_bytes: Option<u64>,
     progress: Option<ProgressHook>,
+    policy: Option<Policy>,
+    approver: Option<Arc<dyn Approver>>,
 }
 
 impl CodeModeBuilder {
@@ -125,6 +130,24 @@ impl CodeModeBuilder {
     /// call ids: a host that streams updates of long calls to its user sets it.
     pub fn on_progress(mut self, hook: impl Fn(CallProgress) + Send + Sync + 'static) -> Self {
         self.progress = Some(Arc::new(hook));
+        self
+    }
+
+    /// The tool policy of every nested call (default: none, every call allowed). Each catalog tool's decision
+    /// (`allow`, `ask` or `deny`) is resolved once, when the catalog is built: the first rule matching
+    /// `<server>.<tool>` (native tools: the tool name), else `writes` for a write-class tool, else `default`. A
+    /// `deny` call fails in the guest with `err.code === "denied"`; an `ask` call waits for the
+    /// [`approver`](Self::approver), or gets the policy's `fallback` when there is none. The exec description and
+    /// the `.d.ts` files mark the tools that need approval or are denied. Discovery is never gated.
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = Some(policy);
+        self
+    }
+
+    /// Decides the calls the policy says to ask about, for every run whose `exec`/`wait` brings no approver of its
+    /// own ([`ExecOptions::approver`]). While it decides, the run's deadline is paused.
+    pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.approver = Some(approver);
         self
     }
 
@@ -224,6 +247,7 @@ impl CodeModeBuilder {
         let host = self.host.ok_or(Error::NoHost)?;
         let mut options = CatalogOptions::from_limits(&self.limits);
         options.denied = self.denied;
+        options.policy = self.policy.filter(|p| !p.is_allow_all());
         let catalog = Catalog::build(self.tools.clone(), options.clone())?;
         let command = match self.worker {
             Some(command) => command,
@@ -272,6 +296,7 @@ impl CodeModeBuilder {
             scopes: Arc::new(codemode_run::CatalogScopes::default()),
             progress: self.progress,
             waits: Arc::new(codemode_run::Waits::default()),
+            approver: self.approver,
         });
         codemode_run::start_sweeper(&inner, self.live_window.unwrap_or(DEFAULT_LIVE_WINDOW));
         let per_run =
@@ -284,7 +309,7 @@ impl CodeModeBuilder {
 pub const DEFAULT_HOST_JOURNAL_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Per-call options of [`CodeMode::exec_with`], [`CodeMode::wait_with`] and [`CodeMode::surface_with`].
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 #[non_exhaustive]
 pub struct ExecOptions {
     /// The client tools of the current run. They join the engine's tools in this call's catalog (source `client`,
@@ -292,6 +317,20 @@ pub struct ExecOptions {
     /// each of the last [`PER_RUN_CATALOGS`] client-tool sets, so the next cell with the same set finds a warm
     /// worker. A `wait` resumes with the tools of the `exec` that parked the run: pass the same set.
     pub client_tools: Vec<ToolDefinition>,
+    /// Decides this call's approvals instead of the engine's approver (a gateway binds one to each request's peer).
+    pub approver: Option<Arc<dyn Approver>>,
+    /// Answers to the approvals a parked run waits for (`Waiting::pending_approvals`), by call id.
+    pub answers: Vec<(String, ApprovalDecision)>,
+}
+
+impl std::fmt::Debug for ExecOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecOptions")
+            .field("client_tools", &self.client_tools)
+            .field("approver", &self.approver.is_some())
+            .field("answers", &self.answers)
+            .finish()
+    }
 }
 
 impl ExecOptions {
@@ -299,6 +338,24 @@ impl ExecOptions {
     pub fn client_tools(mut self, tools: Vec<ToolDefinition>) -> Self {
         self.client_tools = tools;
         self
+    }
+
+    /// Options whose approvals this approver decides (for [`CodeMode::exec_with`] and [`CodeMode::wait_with`]).
+    pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.approver = Some(approver);
+        self
+    }
+
+    /// Options carrying answers to a parked run's pending approvals: `(call_id, decision)`, the call ids of
+    /// `Waiting::pending_approvals`. A [`CodeMode::wait_with`] applies them before the run goes on; a pending
+    /// approval without an answer is asked again of the approver (or gets the policy's fallback without one).
+    pub fn answers(mut self, answers: Vec<(String, ApprovalDecision)>) -> Self {
+        self.answers = answers;
+        self
+    }
+
+    fn run_options(&self, title: Option<String>) -> codemode_run::RunOptions {
+        codemode_run::RunOptions { approver: self.approver.clone(), answers: self.answers.clone(), title }
     }
 }
 
@@ -370,8 +427,9 @@ impl CodeMode {
             Ok(inner) => inner,
             Err(e) => return codemode_run::input_failure(&self.inner, &scope, e.to_string()),
         };
+        let title = input.get("title").and_then(serde_json::Value::as_str).map(|t| t.trim().to_owned());
         match Self::exec_input(&input) {
-            Ok(input) => codemode_run::exec(inner, input, scope).await,
+            Ok(input) => codemode_run::exec_with(inner, input, scope, options.run_options(title)).await,
             Err(message) => codemode_run::input_failure(&inner, &scope, message),
         }
     }
@@ -430,6 +488,7 @@ impl CodeMode {
             progress: base.progress.clone(),
             journals: base.journals.clone(),
             waits: base.waits.clone(),
+            approver: base.approver.clone(),
         });
         if recent.len() >= PER_RUN_CATALOGS {
             recent.remove(0);
@@ -489,7 +548,7 @@ impl CodeMode {
             Err(e) => return codemode_run::input_failure(&self.inner, &scope, e.to_string()),
         };
         match codemode_surface::parse_wait_input(&input) {
-            Ok(input) => codemode_run::wait(inner, &input.run_id, scope).await,
+            Ok(input) => codemode_run::wait_with(inner, &input.run_id, scope, options.run_options(None)).await,
             Err(e) => codemode_run::input_failure(&inner, &scope, e.to_string()),
         }
     }

@@ -218,11 +218,16 @@ impl Engine {
         Ok(())
     }
 
-    /// The `Error` a failed request rejects with: the message, its `code`, and `effectStatus: "unknown"` (the host
-    /// may have acted before it failed).
+    /// The `Error` a failed request rejects with: the message, its `code`, and `effectStatus`: `not_started` for
+    /// the codes the host gives only before a call reaches its tool (`denied`, `input_contract`), else `unknown`
+    /// (the host may have acted before it failed).
     fn bridge_error(&mut self, error: &bridge::RequestError) -> JsValue {
         let object = JsNativeError::error().with_message(error.message.clone()).into_opaque(&mut self.context);
-        for (key, value) in [("code", error.code.as_str()), ("effectStatus", "unknown")] {
+        let effect = match error.code {
+            codemode_bridge::BridgeErrorCode::Denied | codemode_bridge::BridgeErrorCode::InputContract => "not_started",
+            _ => "unknown",
+        };
+        for (key, value) in [("code", error.code.as_str()), ("effectStatus", effect)] {
             object
                 .create_data_property_or_throw(JsString::from(key), JsString::from(value), &mut self.context)
                 .expect("a fresh error object takes new properties");
