@@ -103,7 +103,7 @@ impl Gateway {
                 .map_err(|e| e.to_string())
                 .and_then(StateSeal::new)
                 .map_err(|e| Error::Engine(format!("{REQUEST_STATE_KEY_VAR}: {e} (fix: 64 or more hex digits)")))?,
-            Err(_) => StateSeal::random(),
+            Err(_) => StateSeal::random().map_err(Error::Engine)?,
         };
         Ok(Arc::new(Gateway { code_mode, upstream, tools, direct, seal }))
     }
