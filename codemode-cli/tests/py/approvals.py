@@ -1,8 +1,8 @@
 """Approvals through the gateway, driven by the MCP Python SDK's client (its elicitation callback plays the person).
 
 Usage: approvals.py CODEMODE_BIN CONFIG MODE ANSWERS CODE
-  MODE     "legacy" (initialize handshake: elicitation/create during the call) or "auto" (the newest revision the
-           gateway speaks: input-required results, answered by the SDK's retry loop)
+  MODE     "legacy" (initialize handshake: elicitation/create during the call) or "2026-07-28" (sessionless:
+           input-required results, answered by the SDK's retry loop)
   ANSWERS  comma-separated answers, in order: approve, approve_for_run, deny, decline, cancel
   CODE     the program to exec
 Prints one JSON object: {"result": <CodeModeResult>, "asked": [<question>, ...]}.

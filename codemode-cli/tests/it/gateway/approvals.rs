@@ -11,12 +11,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
     ElicitationCapability, ErrorData, Implementation, ProtocolVersion,
 };
-use rmcp::service::{RequestContext, RunningService};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RequestContext, RunningService};
 use rmcp::transport::TokioChildProcess;
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, RoleClient};
 use serde_json::{Value, json};
 
 use super::fixture;
@@ -87,8 +87,17 @@ impl Gateway {
         let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_codemode"));
         cmd.arg("mcp").arg("--config").arg(&config).kill_on_drop(true);
         let transport = TokioChildProcess::new(cmd).expect("the codemode binary starts");
-        let client = tokio::time::timeout(Duration::from_secs(60), person.clone().serve(transport))
-            .await
+        // The sessionless revision has no `initialize`: its client starts with `server/discover`.
+        let lifecycle = if person.version.has_initialize() {
+            ClientLifecycleMode::Initialize
+        } else {
+            ClientLifecycleMode::Discover { preferred_versions: vec![person.version.clone()] }
+        };
+        let client = tokio::time::timeout(
+            Duration::from_secs(60),
+            person.clone().serve_with_lifecycle(transport, lifecycle),
+        )
+        .await
             .expect("the gateway answers the handshake within a minute")
             .expect("MCP handshake");
         let files = dir.path().join("files").canonicalize().expect("files dir");
@@ -137,6 +146,41 @@ async fn each_write_is_asked_through_the_input_required_round_trip() {
     for name in ["a.txt", "b.txt", "c.txt"] {
         assert!(exists(&g.files.join(name)), "{name} was written");
     }
+}
+
+#[tokio::test]
+async fn the_input_required_result_names_the_call_and_only_its_own_sealed_state_resumes() {
+    let person = Person::new(&[], true, ProtocolVersion::V_2026_07_28);
+    let g = Gateway::start("writes = \"ask\"", person).await;
+    let a = g.path("a.txt");
+    let code = format!(r#"await MCP.fs.writeFile({{ path: {a:?}, content: "x" }}); return "done";"#);
+    let mut params = CallToolRequestParams::new("exec");
+    params.arguments = json!({ "title": "one write", "code": code }).as_object().cloned();
+    let first = g.client.peer().call_tool_once(params.clone()).await.expect("tools/call");
+    let CallToolResponse::InputRequired(asked) = first else { panic!("an input-required result: {first:?}") };
+    let requests = asked.input_requests.clone().expect("input requests");
+    assert_eq!(requests.len(), 1, "one question for one write: {requests:?}");
+    let (call_id, request) = requests.iter().next().expect("one request");
+    let question = serde_json::to_value(request).expect("request JSON");
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    assert!(question["params"]["message"].as_str().is_some_and(|m| m.contains("MCP.fs.writeFile")), "{question}");
+    assert!(!Path::new(&a).exists(), "nothing is written before the answer");
+
+    // A state the gateway did not seal is refused, and the run stays parked for the real one.
+    let state = asked.request_state.clone().expect("a sealed requestState");
+    let mut forged = params.clone();
+    forged.request_state = Some(format!("{state}x"));
+    assert!(g.client.peer().call_tool_once(forged).await.is_err(), "a forged requestState is refused");
+
+    let mut retry = params;
+    retry.request_state = Some(state);
+    let answer = json!({ "action": "accept", "content": { "decision": "approve" } });
+    retry.input_responses = Some([(call_id.clone(), answer)].into_iter().collect());
+    let done = g.client.peer().call_tool_once(retry).await.expect("tools/call");
+    let CallToolResponse::Complete(done) = done else { panic!("the retry completes: {done:?}") };
+    let done = done.structured_content.expect("a CodeModeResult");
+    assert_eq!(done["value"], "done", "{done}");
+    assert!(Path::new(&a).is_file(), "the approved write ran once the answer came");
 }
 
 #[tokio::test]
@@ -263,7 +307,7 @@ fn python_exec(mode: &str, answers: &str) -> (Value, Vec<String>, PathBuf, tempf
 
 #[test]
 fn the_python_sdk_client_answers_over_both_channels() {
-    for mode in ["legacy", "auto"] {
+    for mode in ["legacy", "2026-07-28"] {
         let (result, asked, files, _dir) = python_exec(mode, "approve,deny,approve_for_run");
         assert_eq!(result["value"], json!(["ok", "denied", "ok"]), "{mode}: {result}");
         assert_eq!(asked.len(), 3, "{mode}: {asked:?}");
