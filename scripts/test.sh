@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs the npm packages the tests drive (real MCP servers, the QuickJS comparison) and the MCP
-# Python SDK's client (into target/py), then runs
-# every test of the workspace (unit, integration, snapshot, property, tidy) with cargo.
+# Python SDK's client (into target/py), then runs every test of the workspace (unit, integration, snapshot,
+# property, tidy) with cargo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 npm ci --prefix mcp-servers --no-audit --no-fund --loglevel=error
