@@ -256,22 +256,23 @@ async fn a_deferred_approval_parks_the_run_until_a_wait_answers_it() {
 
 #[tokio::test]
 async fn an_approval_longer_than_the_timeout_pauses_the_deadline() {
-    // The person takes 5 s on the engine's clock; the cell has 1 s. Without the pause the cell would time out as
-    // soon as the approval came back.
+    // The person takes 10 s on the engine's clock; the cell has 3 s, and the program computes a while after each
+    // approval. Without the pause the cell would have no time left once the first approval came back.
     let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-    let approver = Arc::new(Scripted { clock: Some((clock.clone(), 5_000)), ..Scripted::default() });
+    let approver = Arc::new(Scripted { clock: Some((clock.clone(), 10_000)), ..Scripted::default() });
     let (engine, host) = build(Setup {
         policy: Some(policy(json!({ "writes": "ask" }))),
         approver: Some(approver.clone()),
         clock: Some(clock.clone()),
-        timeout_ms: 1_000,
+        timeout_ms: 3_000,
         ..Setup::default()
     });
-    let code = "const a = await echo({ n: 1 }); const b = await echo({ n: 2 }); return [a.n, b.n]";
+    let code = "const work = () => { let x = 0; for (let i = 0; i < 100000; i++) x += i % 7; return x }; \
+                const a = await echo({ n: 1 }); work(); const b = await echo({ n: 2 }); work(); return [a.n, b.n]";
     let result = exec(&engine, code, &ExecOptions::default()).await;
-    assert_eq!(value(&result), json!([1, 2]), "two 5 s approvals in a 1 s cell");
+    assert_eq!(value(&result), json!([1, 2]), "two 10 s approvals in a 3 s cell");
     assert_eq!((approver.asked(), calls(&host)), (2, 2));
-    assert!(clock.now_ms() >= 1_700_000_010_000);
+    assert_eq!(clock.now_ms(), 1_700_000_020_000);
 }
 
 #[tokio::test]
