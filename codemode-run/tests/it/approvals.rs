@@ -32,7 +32,8 @@ fn asking(t0: u64, timeout_ms: u64) -> RunMachine {
         open: 1,
         canceled: Vec::new(),
     }));
-    assert!(matches!(m.poll(), Some(Command::Dispatch(..))));
+    let Some(Command::Dispatch(dispatched, digest)) = m.poll() else { panic!("the call is dispatched") };
+    m.dispatched(dispatched.id, dispatched.call.method(), digest, None);
     m.approval_asked(asked(request), t0 + 100);
     m
 }
