@@ -206,14 +206,14 @@ pub struct EffectFacts {
     /// No write-class call reached its tool (every write was `not_started`): retrying cannot repeat an effect.
     #[serde(default = "yes")]
     pub mutation_free: bool,
-    /// Writes the tool answered successfully.
-    #[serde(default)]
+    /// Writes the tool answered successfully (this and the other counts are omitted when zero).
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub completed_writes: u32,
     /// Writes the tool answered with an error.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub failed_writes: u32,
     /// Writes that reached the tool without an answer the host saw (timed out, aborted, process died).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub uncertain_writes: u32,
     /// On failed results: the `completed` and `uncertain` writes, to inspect before retrying.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -222,6 +222,10 @@ pub struct EffectFacts {
 
 fn yes() -> bool {
     true
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Default for EffectFacts {

@@ -403,7 +403,7 @@ enum Gate {
     /// It is refused with this settlement; it never reaches its tool.
     Refuse(SettlementValue),
     /// It runs once a person approves it.
-    Ask(Ask),
+    Ask(Box<Ask>),
 }
 
 /// A pending question to an approver, for one call.
@@ -422,7 +422,7 @@ pub(crate) struct Ask {
 
 impl Ask {
     /// Asks, reports the decision to the run, and returns the settlement of a refused call.
-    async fn decide(self) -> Result<(), SettlementValue> {
+    async fn decide(self: Box<Self>) -> Result<(), SettlementValue> {
         // Another call of the same tool may have been approved for the run while this one waited in the queue.
         let remembered = lock(&self.approved).contains(&self.key);
         let decision =
@@ -516,7 +516,7 @@ fn gate(
         approval: PendingApproval { call_id, tool: def.name.clone(), path: path.to_owned(), preview: shown },
         deferred: false,
     });
-    Gate::Ask(Ask {
+    Gate::Ask(Box::new(Ask {
         approver,
         request: approval_request,
         key,
@@ -526,7 +526,7 @@ fn gate(
         notices: parts.approvals.notices.clone(),
         clock: inner.clock.clone(),
         _fire_abort: fire_abort,
-    })
+    }))
 }
 
 fn denied_by_person(tool: &str) -> SettlementValue {

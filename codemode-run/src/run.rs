@@ -128,7 +128,7 @@ fn untrusted_warnings(untrusted: bool) -> Vec<String> {
 }
 
 enum Stop {
-    Done(CodeModeResult),
+    Done(Box<CodeModeResult>),
     Park(WaitReason),
 }
 
@@ -241,7 +241,7 @@ async fn finish(inner: Arc<Inner>, mut run: LiveRun, mut slot: Option<Slot<LiveR
         Stop::Done(result) => {
             drop(slot);
             release_worker(&inner, &mut run);
-            result
+            *result
         }
         Stop::Park(reason) => park(inner, run, slot, reason).await,
     }
@@ -441,7 +441,7 @@ pub async fn wait_with(inner: Arc<Inner>, run_id: &str, scope: RunScope, options
         Stop::Done(result) => {
             drop(slot);
             release_worker(&inner, &mut run);
-            result
+            *result
         }
         Stop::Park(reason) => park(inner.clone(), run, slot, reason).await,
     }
@@ -618,13 +618,13 @@ fn complete(inner: &Inner, run: &mut LiveRun, value: Value) -> CodeModeResult {
 async fn drive(inner: &Arc<Inner>, run: &mut LiveRun, slot: &mut Option<Slot<LiveRun>>) -> Stop {
     loop {
         let Some(command) = run.machine.poll() else {
-            return Stop::Done(fail(
+            return Stop::Done(Box::new(fail(
                 inner,
                 run,
                 ErrorCode::InternalError,
                 FailurePhase::Host,
                 "code mode run stopped without an ending".into(),
-            ));
+            )));
         };
         match command {
             Command::Send(message) => {
@@ -704,9 +704,9 @@ async fn drive(inner: &Arc<Inner>, run: &mut LiveRun, slot: &mut Option<Slot<Liv
             Command::Collect { until_ms, drain } => collect(inner, run, until_ms, drain).await,
             Command::Kill => run.worker = None,
             Command::Park(reason) => return Stop::Park(reason),
-            Command::Finish(Ending::Returned(value)) => return Stop::Done(complete(inner, run, value)),
+            Command::Finish(Ending::Returned(value)) => return Stop::Done(Box::new(complete(inner, run, value))),
             Command::Finish(Ending::Failed { kind, phase, message }) => {
-                return Stop::Done(fail(inner, run, kind, phase, message));
+                return Stop::Done(Box::new(fail(inner, run, kind, phase, message)));
             }
         }
     }

@@ -123,6 +123,7 @@ pub struct CodeModeBuilder {
     progress: Option<ProgressHook>,
     policy: Option<Policy>,
     approver: Option<Arc<dyn Approver>>,
+    clock: Option<Arc<dyn codemode_snapshot::Clock>>,
 }
 
 impl CodeModeBuilder {
@@ -148,6 +149,13 @@ impl CodeModeBuilder {
     /// own ([`ExecOptions::approver`]). While it decides, the run's deadline is paused.
     pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
         self.approver = Some(approver);
+        self
+    }
+
+    /// The clock of deadlines, approval pauses, park times and run expiry (default: the system clock). Tests pass
+    /// a [`ManualClock`](codemode_snapshot::ManualClock) to move time by hand.
+    pub fn clock(mut self, clock: Arc<dyn codemode_snapshot::Clock>) -> Self {
+        self.clock = Some(clock);
         self
     }
 
@@ -267,15 +275,16 @@ impl CodeModeBuilder {
         let pool = WorkerPool::new(pool_config.clone());
         pool.check()?;
         pool.fill()?;
+        let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
         let (runs, sessions) = match &self.state_dir {
             Some(dir) => {
                 let backend = Arc::new(FileBackend::open(dir.clone())?);
-                let runs = RunStore::new(backend.clone() as Arc<dyn CheckpointBackend>, Arc::new(SystemClock));
+                let runs = RunStore::new(backend.clone() as Arc<dyn CheckpointBackend>, clock.clone());
                 (runs, SessionStore::new(backend))
             }
             None => {
                 let backend = Arc::new(MemoryBackend::new());
-                let runs = RunStore::new(backend.clone() as Arc<dyn CheckpointBackend>, Arc::new(SystemClock));
+                let runs = RunStore::new(backend.clone() as Arc<dyn CheckpointBackend>, clock.clone());
                 (runs, SessionStore::new(backend))
             }
         };
@@ -290,7 +299,7 @@ impl CodeModeBuilder {
             tools_digest,
             replay_on_resume: self.replay_on_resume,
             results: Arc::new(codemode_run::ResultStore::default()),
-            clock: Arc::new(SystemClock),
+            clock,
             entropy: Arc::new(codemode_run::OsEntropy),
             journals: codemode_bridge::SharedBytes::new(self.host_journal_bytes.unwrap_or(DEFAULT_HOST_JOURNAL_BYTES)),
             scopes: Arc::new(codemode_run::CatalogScopes::default()),

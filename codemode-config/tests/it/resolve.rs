@@ -256,3 +256,29 @@ fn long_values_are_shortened_in_messages() {
     assert!(error.to_string().len() < 200, "{error}");
     assert!(matches!(error, ConfigError::InvalidActivation { .. }));
 }
+
+#[test]
+fn the_policy_comes_from_the_agent_or_else_the_global_code_mode_object() {
+    use codemode_config::{Decision, EffectClass};
+    let config = json!({
+        "tools": { "codeMode": { "enabled": true, "policy": { "writes": "ask" } } },
+        "agents": { "entries": {
+            "strict": { "tools": { "codeMode": { "policy": { "default": "deny" } } } },
+            "plain": { "tools": { "codeMode": { "timeoutMs": 5000 } } }
+        } }
+    });
+    let policy_of = |agent: Option<&str>| resolve(&config, &facts(agent, None)).expect("valid").policy;
+    let global = policy_of(None).expect("the global policy");
+    assert_eq!(global.decide("fs.write", EffectClass::Write), Decision::Ask);
+    assert_eq!(global.decide("fs.read", EffectClass::Read), Decision::Allow);
+    assert_eq!(policy_of(Some("plain")), Some(global), "an agent without a policy gets the global one");
+    let strict = policy_of(Some("strict")).expect("the agent's policy");
+    assert_eq!(strict.writes, None, "the agent's table replaces the global one whole");
+    assert_eq!(strict.decide("fs.read", EffectClass::Read), Decision::Deny);
+    assert_eq!(resolve(&json!({}), &facts(None, None)).expect("valid").policy, None);
+    // Checked for every agent, even one the run is not for.
+    let bad =
+        json!({ "agents": { "entries": { "x": { "tools": { "codeMode": { "policy": { "writes": "maybe" } } } } } } });
+    let error = validate(&bad).expect_err("invalid").to_string();
+    assert!(error.starts_with("agents.entries.x.tools.codeMode.policy.writes"), "{error}");
+}

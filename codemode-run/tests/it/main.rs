@@ -2,6 +2,7 @@
 //! with insta snapshots (deterministic: no processes, no sleeps, a clock the script moves), and the replay property
 //! with real worker processes driven by the machine and a scripted host.
 
+mod approvals;
 mod replay;
 mod script;
 mod transcripts;
