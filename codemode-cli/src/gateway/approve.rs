@@ -11,12 +11,12 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use codemode_bridge::{ApprovalDecision, ApprovalRequest, Approver, PendingApproval};
+use rmcp::RoleServer;
 use rmcp::model::{
     ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema, InputRequest,
     InputRequests, InputResponses, RequestStateCodec,
 };
 use rmcp::service::{Peer, RequestContext};
-use rmcp::RoleServer;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 

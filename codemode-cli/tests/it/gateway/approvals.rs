@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
-    ElicitationCapability, ErrorData, Implementation, ProtocolVersion,
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
+    ElicitationAction, ElicitationCapability, ErrorData, Implementation, ProtocolVersion,
 };
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RequestContext, RunningService};
 use rmcp::transport::TokioChildProcess;
@@ -93,13 +93,11 @@ impl Gateway {
         } else {
             ClientLifecycleMode::Discover { preferred_versions: vec![person.version.clone()] }
         };
-        let client = tokio::time::timeout(
-            Duration::from_secs(60),
-            person.clone().serve_with_lifecycle(transport, lifecycle),
-        )
-        .await
-            .expect("the gateway answers the handshake within a minute")
-            .expect("MCP handshake");
+        let client =
+            tokio::time::timeout(Duration::from_secs(60), person.clone().serve_with_lifecycle(transport, lifecycle))
+                .await
+                .expect("the gateway answers the handshake within a minute")
+                .expect("MCP handshake");
         let files = dir.path().join("files").canonicalize().expect("files dir");
         Gateway { client, person, files, _dir: dir }
     }
@@ -241,7 +239,8 @@ async fn a_client_that_cannot_be_asked_gets_the_fallback_and_nobody_is_asked() {
 #[tokio::test]
 async fn reads_are_never_asked_and_a_deny_rule_refuses_without_asking() {
     let person = Person::new(&[], true, ProtocolVersion::V_2025_11_25);
-    let g = Gateway::start("writes = \"ask\"\n[[policy.rules]]\nmatch = \"fs.write_*\"\npolicy = \"deny\"", person).await;
+    let g =
+        Gateway::start("writes = \"ask\"\n[[policy.rules]]\nmatch = \"fs.write_*\"\npolicy = \"deny\"", person).await;
     std::fs::write(g.files.join("r.txt"), "read me").expect("fixture");
     let code = format!(
         r#"const text = (await MCP.fs.readTextFile({{ path: {r:?} }})).content[0].text;
