@@ -25,6 +25,6 @@ pub use code::{BridgeErrorCode, EffectStatus};
 pub use host::{AbortOnDrop, AbortSignal, CallContext, CallProgress, ProgressHook, ProgressSink, ToolError, ToolHost};
 pub use request::{BridgeMethod, BridgeRequest, Journal, RequestDigest, Round, Settlement, SettlementValue};
 pub use result::{
-    CodeModeResult, Completed, EffectFacts, ErrorCode, ErrorKind, Failed, FailurePhase, OutputItem, PendingApproval,
-    PendingToolCall, WaitReason, Waiting, WriteEffect,
+    CallCounts, CodeModeResult, Completed, EffectFacts, ErrorCode, ErrorKind, Failed, FailurePhase, OutputItem,
+    PendingApproval, PendingToolCall, WaitReason, Waiting, WriteEffect,
 };

@@ -218,6 +218,46 @@ pub struct EffectFacts {
     /// On failed results: the `completed` and `uncertain` writes, to inspect before retrying.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub writes: Vec<WriteEffect>,
+    /// Every nested tool call of the cell (reads and writes) by the effect status the host recorded for it;
+    /// omitted when the cell made none.
+    #[serde(default, skip_serializing_if = "CallCounts::is_empty")]
+    pub calls: CallCounts,
+}
+
+/// Nested tool calls (catalog tools and MCP namespace calls) by effect status.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallCounts {
+    /// Refused before they reached their tool: denied, or invalid input.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub not_started: u32,
+    /// Answered by their tool.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub completed: u32,
+    /// Answered by their tool with an error.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failed: u32,
+    /// Reached their tool without an answer the host saw (timed out, aborted, the tool host or process died).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub uncertain: u32,
+}
+
+impl CallCounts {
+    /// Counts one call with `status`.
+    pub fn add(&mut self, status: crate::EffectStatus) {
+        let n = match status {
+            crate::EffectStatus::NotStarted => &mut self.not_started,
+            crate::EffectStatus::Completed => &mut self.completed,
+            crate::EffectStatus::Failed => &mut self.failed,
+            crate::EffectStatus::Uncertain => &mut self.uncertain,
+        };
+        *n = n.saturating_add(1);
+    }
+
+    /// Whether no call was counted.
+    pub fn is_empty(&self) -> bool {
+        *self == CallCounts::default()
+    }
 }
 
 fn yes() -> bool {
@@ -237,6 +277,7 @@ impl Default for EffectFacts {
             failed_writes: 0,
             uncertain_writes: 0,
             writes: Vec::new(),
+            calls: CallCounts::default(),
         }
     }
 }

@@ -58,6 +58,15 @@ fn line(item: &IndexItem<'_>) -> String {
     }
 }
 
+/// A tool in the name tier: its callable name, with the short form of its policy note (`needs approval`,
+/// `denied by policy`) when the policy gates it, so the model knows before it calls.
+fn bare(item: &IndexItem<'_>) -> String {
+    match item.note {
+        Some(note) => format!("{} ({})", item.name, note.split(':').next().unwrap_or(note)),
+        None => item.name.to_owned(),
+    }
+}
+
 fn len(s: &str) -> usize {
     s.chars().count()
 }
@@ -104,7 +113,7 @@ pub fn build(items: &[IndexItem<'_>], budget: usize) -> QuickIndex {
         return QuickIndex { text: whole, named: items.len(), omitted: 0 };
     }
     let informative = |i: &IndexItem<'_>| i.input != "unknown" || i.output.is_some();
-    let name_cost = |i: &IndexItem<'_>| len(i.name) + 2;
+    let name_cost = |i: &IndexItem<'_>| len(&bare(i)) + 2;
     let fixed = len(HEADING) + 1 + len(NAMES_HEADING) + 1 + len(&footer(items.len())) + 1;
     let all_names: usize = order.iter().map(|i| name_cost(i)).sum();
     let mut hinted: Vec<usize> = Vec::new();
@@ -137,7 +146,7 @@ pub fn build(items: &[IndexItem<'_>], budget: usize) -> QuickIndex {
         }
     }
     let mut used = fixed + hinted.iter().map(|&k| len(&whole_lines[k]) + 1).sum::<usize>();
-    let mut names: Vec<&str> = Vec::new();
+    let mut names: Vec<String> = Vec::new();
     for (k, item) in order.iter().enumerate() {
         if in_lines[k] {
             continue;
@@ -145,7 +154,7 @@ pub fn build(items: &[IndexItem<'_>], budget: usize) -> QuickIndex {
         let cost = name_cost(item);
         if used + cost <= budget {
             used += cost;
-            names.push(item.name);
+            names.push(bare(item));
         }
     }
     let named = hinted.len() + names.len();

@@ -268,15 +268,21 @@ pub(crate) fn dispatch(
     let handle = if asks {
         Some(parts.in_flight.spawn(future))
     } else {
-        match future.as_mut().poll(&mut cx) {
-            std::task::Poll::Ready(settlement) => {
+        // A host that panics on this first poll fails the call as it would in a task, not the run.
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| future.as_mut().poll(&mut cx))) {
+            Ok(std::task::Poll::Ready(settlement)) => {
                 if let Some(effect) = parts.effects.get_mut(&id) {
                     effect.status = crate::machine::effect_status(&settlement.value);
                 }
                 parts.ready.push(settlement);
                 None
             }
-            std::task::Poll::Pending => Some(parts.in_flight.spawn(future)),
+            Ok(std::task::Poll::Pending) => Some(parts.in_flight.spawn(future)),
+            Err(_) => {
+                parts.host_failed.insert(id);
+                parts.ready.push(crate::machine::host_failure(id));
+                None
+            }
         }
     };
     parts.pending.insert(id, (method, digest.0, handle));
@@ -415,6 +421,7 @@ pub(crate) struct Ask {
     write: bool,
     id: u32,
     approved: Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
+    turn: Arc<tokio::sync::Mutex<()>>,
     notices: tokio::sync::mpsc::UnboundedSender<Notice>,
     clock: Arc<dyn codemode_snapshot::Clock>,
     _fire_abort: AbortOnDrop,
@@ -423,7 +430,8 @@ pub(crate) struct Ask {
 impl Ask {
     /// Asks, reports the decision to the run, and returns the settlement of a refused call.
     async fn decide(self: Box<Self>) -> Result<(), SettlementValue> {
-        // Another call of the same tool may have been approved for the run while this one waited in the queue.
+        // One question at a time; another call of the same tool may have been approved for the run meanwhile.
+        let _turn = self.turn.lock().await;
         let remembered = lock(&self.approved).contains(&self.key);
         let decision =
             if remembered { ApprovalDecision::Approve } else { self.approver.decide(self.request.clone()).await };
@@ -523,6 +531,7 @@ fn gate(
         write: def.effect_class() == EffectClass::Write,
         id,
         approved: parts.approvals.approved.clone(),
+        turn: parts.approvals.turn.clone(),
         notices: parts.approvals.notices.clone(),
         clock: inner.clock.clone(),
         _fire_abort: fire_abort,

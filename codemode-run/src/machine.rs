@@ -6,13 +6,13 @@
 //! command is returned, so a checkpoint taken at any park replays to the same state. While a call waits for a
 //! person's approval, the deadline and the park time do not run (the seed's paused clock).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 use codemode_bridge::{
-    ApprovalDecision, BridgeCall, BridgeErrorCode, BridgeMethod, BridgeRequest, ByteCharge, EffectFacts, EffectStatus,
-    ErrorCode, ErrorKind, FailurePhase, Journal, OutputBudget, OutputItem, OverCap, RequestDigest, Round, Settlement,
-    SettlementValue, SharedBytes, SleepArgs, WaitReason, WriteEffect,
+    ApprovalDecision, BridgeCall, BridgeErrorCode, BridgeMethod, BridgeRequest, ByteCharge, CallCounts, EffectFacts,
+    EffectStatus, ErrorCode, ErrorKind, FailurePhase, Journal, OutputBudget, OutputItem, OverCap, RequestDigest, Round,
+    Settlement, SettlementValue, SharedBytes, SleepArgs, WaitReason, WriteEffect,
 };
 use codemode_snapshot::{AskedCall, Checkpoint};
 use codemode_vm::pool::Death;
@@ -89,8 +89,11 @@ pub enum Event {
         /// Why.
         message: String,
     },
-    /// Host work settled (a task that panicked settles as a `tool_error`).
+    /// Host work settled.
     Settled(Settlement),
+    /// The task running call `id` panicked: the call settles as a `tool_error`, and its effect is `uncertain`
+    /// (the tool host may have acted before it failed).
+    HostFailed(u32),
     /// A [`Command::Collect`] is over.
     Collected {
         /// The clock when it began (epoch ms): a cell that awaits its results is not charged the time between.
@@ -198,6 +201,21 @@ pub struct RunMachine {
     pause_since: Option<u64>,
     /// The host's record of the run's write-class calls, by request id, across all its waits.
     pub(crate) effects: BTreeMap<u32, WriteEffect>,
+    /// Nested tool calls (`callValue`, `namespace`) dispatched and not settled yet, by request id.
+    tool_calls: BTreeSet<u32>,
+    /// Tool calls whose task panicked: their effect is `uncertain`, whatever their settlement says.
+    pub(crate) host_failed: BTreeSet<u32>,
+    /// The run's settled nested tool calls by effect status.
+    pub(crate) call_counts: CallCounts,
+}
+
+/// The settlement of call `id` whose tool host panicked: a `tool_error`; its effect is `uncertain`.
+pub(crate) fn host_failure(id: u32) -> Settlement {
+    let value = SettlementValue::err(
+        BridgeErrorCode::ToolError,
+        "the tool host failed while running this call; it may have acted before it failed",
+    );
+    Settlement { id, value }
 }
 
 /// The effect status a settlement from the host means for a call that reached it.
@@ -265,6 +283,9 @@ impl RunMachine {
             asked: BTreeMap::new(),
             pause_since: None,
             effects: BTreeMap::new(),
+            tool_calls: BTreeSet::new(),
+            host_failed: BTreeSet::new(),
+            call_counts: CallCounts::default(),
         }
     }
 
@@ -301,6 +322,15 @@ impl RunMachine {
             asked: BTreeMap::new(),
             pause_since: None,
             effects: checkpoint.effects.iter().map(|e| (e.id, e.effect.clone())).collect(),
+            // Calls in flight when it parked: settled later (by their tool, or as interrupted), then counted.
+            tool_calls: checkpoint
+                .pending
+                .iter()
+                .filter(|p| matches!(p.bridge_method(), Some(BridgeMethod::CallValue | BridgeMethod::Namespace)))
+                .map(|p| p.id)
+                .collect(),
+            host_failed: BTreeSet::new(),
+            call_counts: checkpoint.call_counts,
         };
         // Calls that were waiting for a decision never reached their tool: each is asked again (or answered by
         // the wait) as the run begins.
@@ -484,6 +514,13 @@ impl RunMachine {
                     self.ready.push(settlement);
                 }
             }
+            Event::HostFailed(id) => {
+                self.handle(Event::Settled(host_failure(id)));
+                if let Some(effect) = self.effects.get_mut(&id) {
+                    effect.status = EffectStatus::Uncertain;
+                }
+                self.host_failed.insert(id);
+            }
             Event::Collected { since_ms, now_ms, timed_out, idle } => {
                 if self.await_results {
                     // Waiting on host work off the VM is not charged to the execution allowance.
@@ -566,9 +603,16 @@ impl RunMachine {
         self.pause_since = Some(now_ms);
     }
 
-    /// The effect facts of the run so far; `list` adds the completed and uncertain writes (failed results).
-    pub fn effect_facts(&self, list: bool) -> EffectFacts {
-        let mut facts = EffectFacts::default();
+    /// The effect facts of the run so far; `list` adds the completed and uncertain writes (failed results). With
+    /// `ended` (the run failed or was aborted), calls still in flight count as `uncertain`; otherwise (a park)
+    /// they are not counted yet.
+    pub fn effect_facts(&self, list: bool, ended: bool) -> EffectFacts {
+        let mut facts = EffectFacts { calls: self.call_counts, ..EffectFacts::default() };
+        if ended {
+            for _ in &self.tool_calls {
+                facts.calls.add(EffectStatus::Uncertain);
+            }
+        }
         for effect in self.effects.values() {
             match effect.status {
                 EffectStatus::NotStarted => continue,
@@ -636,6 +680,10 @@ impl RunMachine {
                 self.phase = Phase::Quiescent;
                 for id in canceled {
                     self.timers.remove(&id);
+                    // The program gave up on it; the host may already have handed it to its tool.
+                    if self.tool_calls.remove(&id) {
+                        self.call_counts.add(EffectStatus::Uncertain);
+                    }
                     if self.pending.remove(&id).is_some() {
                         self.queue.push_back(Command::Cancel(id));
                     }
@@ -652,6 +700,9 @@ impl RunMachine {
                         let clock = self.journal.rounds.last().map_or(self.journal.start_clock_ms, |r| r.clock_ms);
                         let clock = u64::try_from(clock).unwrap_or(0);
                         self.timers.insert(request.id, clock.saturating_add(*ms));
+                    }
+                    if matches!(request.call, BridgeCall::CallValue(_) | BridgeCall::Namespace(_)) {
+                        self.tool_calls.insert(request.id);
                     }
                     self.journal.requests.push(digest);
                     self.queue.push_back(Command::Dispatch(request, digest));
@@ -716,6 +767,14 @@ impl RunMachine {
         for settlement in &round.settlements {
             self.pending.remove(&settlement.id);
             self.timers.remove(&settlement.id);
+            if self.tool_calls.remove(&settlement.id) {
+                let status = if self.host_failed.remove(&settlement.id) {
+                    EffectStatus::Uncertain
+                } else {
+                    self.effects.get(&settlement.id).map_or_else(|| effect_status(&settlement.value), |e| e.status)
+                };
+                self.call_counts.add(status);
+            }
         }
         self.journal.rounds.push(round.clone());
         self.phase = Phase::Running;

@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use codemode_bridge::{
-    ApprovalDecision, Approver, BridgeErrorCode, BridgeMethod, ByteCharge, CodeModeResult, Completed, EffectFacts,
-    ErrorCode, ErrorKind, Failed, FailurePhase, PendingToolCall, Settlement, SettlementValue, WaitReason, Waiting,
+    ApprovalDecision, Approver, BridgeMethod, ByteCharge, CodeModeResult, Completed, EffectFacts, ErrorCode, ErrorKind,
+    Failed, FailurePhase, PendingToolCall, Settlement, WaitReason, Waiting,
 };
 use codemode_snapshot::{AskedCall, Checkpoint, EffectEntry, PendingRequest, RunOwner, Slot, StoreError, YieldRequest};
 use codemode_telemetry::Telemetry;
@@ -76,6 +76,9 @@ struct RunApprovals {
     /// Tools approved for the rest of the run (`<server>.<tool>` or the tool's name); shared with the calls'
     /// tasks, so a call waiting in the queue sees an approval given meanwhile.
     approved: Arc<Mutex<BTreeSet<String>>>,
+    /// Held by the call being asked about: a run asks one question at a time, so a second call of a tool waits
+    /// for the first's answer and is not asked at all when that answer covers the rest of the run.
+    turn: Arc<tokio::sync::Mutex<()>>,
     notices: mpsc::UnboundedSender<Notice>,
     received: mpsc::UnboundedReceiver<Notice>,
 }
@@ -83,7 +86,13 @@ struct RunApprovals {
 impl RunApprovals {
     fn new(options: RunOptions, approved: BTreeSet<String>) -> Self {
         let (notices, received) = mpsc::unbounded_channel();
-        RunApprovals { options, approved: Arc::new(Mutex::new(approved)), notices, received }
+        RunApprovals {
+            options,
+            approved: Arc::new(Mutex::new(approved)),
+            turn: Arc::new(tokio::sync::Mutex::new(())),
+            notices,
+            received,
+        }
     }
 }
 
@@ -93,6 +102,7 @@ pub(crate) struct ApprovalParts<'a> {
     pub(crate) answers: &'a [(String, ApprovalDecision)],
     pub(crate) title: &'a Option<String>,
     pub(crate) approved: &'a Arc<Mutex<BTreeSet<String>>>,
+    pub(crate) turn: &'a Arc<tokio::sync::Mutex<()>>,
     pub(crate) notices: &'a mpsc::UnboundedSender<Notice>,
 }
 
@@ -302,7 +312,8 @@ async fn park(inner: Arc<Inner>, mut run: LiveRun, slot: Option<Slot<LiveRun>>, 
         machine.effects.iter().map(|(id, effect)| EffectEntry { id: *id, effect: effect.clone() }).collect();
     checkpoint.approved_for_run = crate::dispatch::lock(&run.approvals.approved).iter().cloned().collect();
     let pending_approvals = machine.asked.values().map(|a| a.approval.clone()).collect();
-    let effects = machine.effect_facts(true);
+    checkpoint.call_counts = machine.call_counts;
+    let effects = machine.effect_facts(true, false);
     let checkpoint_untrusted = machine.untrusted;
     let pending_calls: Vec<PendingToolCall> = checkpoint
         .pending
@@ -460,7 +471,7 @@ fn aborted_during_wait(inner: &Inner, mut run: LiveRun, reply: Option<oneshot::S
     }
     with_effects(
         CodeModeResult::failed(ErrorCode::Aborted, FailurePhase::Host, "code mode run aborted", telemetry),
-        run.machine.effect_facts(true),
+        run.machine.effect_facts(true, true),
     )
 }
 
@@ -532,7 +543,7 @@ pub async fn abort(inner: Arc<Inner>, run_id: &str) -> CodeModeResult {
         Ok(codemode_snapshot::AbortOutcome::Parked { live: Some(mut run) }) => {
             run.in_flight.abort_all();
             run.worker = None;
-            with_effects(aborted(&run.scope), run.machine.effect_facts(true))
+            with_effects(aborted(&run.scope), run.machine.effect_facts(true, true))
         }
         Ok(codemode_snapshot::AbortOutcome::Resuming) => match inner.waits.stop(run_id) {
             Some(telemetry) => match telemetry.await {
@@ -590,7 +601,7 @@ fn fail(
         bridge_dispatch_started: machine.dispatch_started,
         warnings: untrusted_warnings(machine.untrusted),
         output,
-        effects: machine.effect_facts(true),
+        effects: machine.effect_facts(true, true),
         telemetry: telemetry(inner, &run.scope),
     })
 }
@@ -611,7 +622,7 @@ fn complete(inner: &Inner, run: &mut LiveRun, value: Value) -> CodeModeResult {
         machine.budget.admit_value(value)
     };
     let warnings = untrusted_warnings(machine.untrusted);
-    let effects = machine.effect_facts(false);
+    let effects = machine.effect_facts(false, true);
     CodeModeResult::Completed(Completed { value, warnings, output, effects, telemetry: telemetry(inner, &run.scope) })
 }
 
@@ -664,12 +675,14 @@ async fn drive(inner: &Arc<Inner>, run: &mut LiveRun, slot: &mut Option<Slot<Liv
                     yield_request: &mut run.machine.yield_request,
                     ready: &mut run.machine.ready,
                     effects: &mut run.machine.effects,
+                    host_failed: &mut run.machine.host_failed,
                     asked: &mut asked,
                     approvals: ApprovalParts {
                         approver: if options.approver.is_some() { &options.approver } else { &inner.approver },
                         answers: &options.answers,
                         title: &options.title,
                         approved: &run.approvals.approved,
+                        turn: &run.approvals.turn,
                         notices: &run.approvals.notices,
                     },
                 };
@@ -777,13 +790,7 @@ fn accept(run: &mut LiveRun, joined: Result<Settlement, tokio::task::JoinError>)
             let failed = run.handles.iter().find(|(_, h)| h.id() == e.id()).map(|(id, _)| *id);
             if let Some(id) = failed {
                 run.handles.remove(&id);
-                run.machine.handle(Event::Settled(Settlement {
-                    id,
-                    value: SettlementValue::err(
-                        BridgeErrorCode::ToolError,
-                        "the tool host failed while running this call",
-                    ),
-                }));
+                run.machine.handle(Event::HostFailed(id));
             }
         }
     }
@@ -806,6 +813,8 @@ pub(crate) struct RunParts<'a> {
     pub(crate) ready: &'a mut Vec<Settlement>,
     /// The run's record of write-class calls.
     pub(crate) effects: &'a mut BTreeMap<u32, codemode_bridge::WriteEffect>,
+    /// Calls whose tool host panicked: their effect is `uncertain`.
+    pub(crate) host_failed: &'a mut std::collections::BTreeSet<u32>,
     /// Calls dispatch sent to an approver; the driver hands them to the machine.
     pub(crate) asked: &'a mut Vec<AskedCall>,
     /// Who decides approvals in this call, and what was decided.

@@ -5,8 +5,8 @@
 //! after ten calls fits well under a kilobyte; in memory it is the bridge's `Journal`.
 
 use codemode_bridge::{
-    BridgeErrorCode, BridgeMethod, BridgeRequest, Journal, OutputBudget, PendingApproval, RequestDigest, Round,
-    Settlement, SettlementValue, WaitReason, WriteEffect,
+    BridgeErrorCode, BridgeMethod, BridgeRequest, CallCounts, Journal, OutputBudget, PendingApproval, RequestDigest,
+    Round, Settlement, SettlementValue, WaitReason, WriteEffect,
 };
 use serde::{Deserialize, Serialize};
 
@@ -191,6 +191,9 @@ pub struct Checkpoint {
     /// The host's record of the run's write-class calls, by request id: what its results' effect facts sum up.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub effects: Vec<EffectEntry>,
+    /// The run's settled nested tool calls (reads and writes) by effect status.
+    #[serde(default, skip_serializing_if = "CallCounts::is_empty")]
+    pub call_counts: CallCounts,
     /// Where checkpoints written before these fields were typed kept them, `{"yield": .., "untrusted": ..}`; read
     /// only, and moved into the fields by [`Checkpoint::decode`].
     #[serde(rename = "extra", default, skip_serializing)]
@@ -273,6 +276,7 @@ impl Checkpoint {
             approved_for_run: Vec::new(),
             asked: Vec::new(),
             effects: Vec::new(),
+            call_counts: CallCounts::default(),
             legacy_extra: None,
         }
     }

@@ -131,3 +131,24 @@ fn mcp_namespace_and_declaration_files() {
     assert!(github.contains("declare namespace MCP.github {"));
     assert!(github.contains("function createIssue(input: {"));
 }
+
+#[test]
+fn a_gated_tool_keeps_its_policy_note_in_the_name_tier() {
+    let names: Vec<String> = (0..40).map(|i| format!("tool_number_{i:02}")).collect();
+    let note = codemode_catalog::policy_note(codemode_config::Decision::Ask);
+    let items: Vec<index::IndexItem<'_>> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| index::IndexItem {
+            name,
+            input: "{ path: string, content: string, mode?: string }",
+            output: None,
+            note: if i == 39 { note } else { None },
+        })
+        .collect();
+    let index = index::build(&items, 1_200);
+    assert_eq!(index.omitted, 0, "every name fits bare: {}", index.text);
+    let tier = index.text.split(index::NAMES_HEADING).nth(1).expect("a name tier");
+    assert!(tier.contains("tool_number_39 (needs approval)"), "{}", index.text);
+    assert!(!tier.contains("tool_number_38 ("));
+}

@@ -17,10 +17,12 @@ use serde_json::{Value, json};
 
 use crate::support::{TestHost, failure, tool, value};
 
-/// `echo`, `fail` and `slow` are writes (no annotation says otherwise); `add` is configured read-only.
+/// `echo`, `fail`, `slow` and `explode` (its host panics) are writes (no annotation says otherwise); `add` is
+/// configured read-only.
 fn tools() -> Vec<ToolDefinition> {
     vec![
         tool("echo", json!({ "type": "object" })),
+        tool("explode", json!({ "type": "object" })),
         tool("add", json!({ "type": "object" })).effect(EffectClass::Read),
         tool("fail", json!({ "type": "object" })),
         tool("slow", json!({ "type": "object", "properties": { "ms": { "type": "integer" } } })),
@@ -310,6 +312,56 @@ async fn each_effect_status_and_the_facts_of_failed_results() {
     assert_eq!((f.uncertain_writes, f.writes.len()), (1, 1), "{f:?}");
     assert_eq!((f.writes[0].tool.as_str(), f.writes[0].status), ("slow", EffectStatus::Uncertain));
     assert!(calls(&host) >= 5);
+}
+
+#[tokio::test]
+async fn every_nested_call_has_the_effect_status_the_host_recorded() {
+    let (engine, _) = build(Setup {
+        policy: Some(policy(json!({ "rules": [{ "match": "slow", "policy": "deny" }] }))),
+        ..Setup::default()
+    });
+    // completed: add (a read) and echo; failed: fail; not_started: slow (denied); uncertain: explode, whose host
+    // panicked after the call reached it.
+    let code = "await add({}); await echo({ n: 1 }); \
+                const codes = []; \
+                for (const f of [() => fail({}), () => slow({ ms: 1 }), () => explode({})]) { \
+                  try { await f() } catch (e) { codes.push(e.code) } } \
+                return codes";
+    let result = exec(&engine, code, &ExecOptions::default()).await;
+    assert_eq!(value(&result), json!(["tool_error", "denied", "tool_error"]));
+    let f = facts(&result);
+    let c = f.calls;
+    assert_eq!((c.completed, c.failed, c.not_started, c.uncertain), (2, 1, 1, 1), "{f:?}");
+    assert_eq!((f.completed_writes, f.failed_writes, f.uncertain_writes), (1, 1, 1));
+    assert!(!f.mutation_free);
+    let json = serde_json::to_value(&result).unwrap();
+    assert_eq!(json["calls"], json!({ "notStarted": 1, "completed": 2, "failed": 1, "uncertain": 1 }));
+
+    // A run that fails lists the panicked write as uncertain, beside the completed one.
+    let failed = exec(
+        &engine,
+        "await echo({}); try { await explode({ n: 2 }) } catch {} throw new Error('x')",
+        &ExecOptions::default(),
+    )
+    .await;
+    let f = facts(&failed);
+    let listed: Vec<(&str, EffectStatus)> = f.writes.iter().map(|w| (w.tool.as_str(), w.status)).collect();
+    assert_eq!(listed, vec![("echo", EffectStatus::Completed), ("explode", EffectStatus::Uncertain)]);
+}
+
+#[tokio::test]
+async fn concurrent_calls_of_one_tool_are_asked_once_when_approved_for_the_run() {
+    let approver = Scripted::new(&[ApprovalDecision::ApproveForRun]);
+    let (engine, host) = build(Setup {
+        policy: Some(policy(json!({ "writes": "ask" }))),
+        approver: Some(approver.clone()),
+        ..Setup::default()
+    });
+    let code = "const r = await Promise.all([echo({ n: 1 }), echo({ n: 2 }), echo({ n: 3 })]); return r.map(x => x.n)";
+    let result = exec(&engine, code, &ExecOptions::default()).await;
+    assert_eq!(value(&result), json!([1, 2, 3]));
+    assert_eq!(approver.asked(), 1, "the other two calls waited for the first answer, which covers the run");
+    assert_eq!(calls(&host), 3);
 }
 
 fn restartable(dir: &Path, policy: Policy) -> (CodeMode, Arc<TestHost>) {

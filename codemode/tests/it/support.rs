@@ -27,6 +27,7 @@ impl ToolHost for TestHost {
             "add" => Ok(json!(args["a"].as_f64().unwrap_or(0.0) + args["b"].as_f64().unwrap_or(0.0))),
             "DOMException" => Ok(json!("the DOMException tool")),
             "fail" => Err(ToolError::new("the tool failed on purpose")),
+            "explode" => panic!("the tool host fails while running the call"),
             "slow" => {
                 let now = self.concurrent.fetch_add(1, Ordering::SeqCst) + 1;
                 self.max_concurrent.fetch_max(now, Ordering::SeqCst);
