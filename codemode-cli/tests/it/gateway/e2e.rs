@@ -273,7 +273,12 @@ async fn non_loopback_http_address_is_refused() {
         .expect("the codemode binary runs");
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("--http 0.0.0.0:8931: only loopback addresses are served"), "{stderr}");
+    assert!(
+        stderr.contains(
+            "--http 0.0.0.0:8931: a non-loopback address is served only with authentication: add an [auth] table"
+        ),
+        "{stderr}"
+    );
 }
 
 #[tokio::test]

@@ -4,6 +4,7 @@
 //! install it.
 
 mod approvals;
+mod auth;
 mod e2e;
 mod lines;
 mod upstream;
