@@ -81,6 +81,13 @@ pub struct GatewayArgs {
     pub confinement: Option<codemode::Confinement>,
 }
 
+/// Installs the process's TLS provider (rustls with ring). reqwest, which the gateway's HTTP clients use (upstream
+/// Streamable HTTP servers, the JWKS fetch), is built without a provider of its own and panics when a client is
+/// built before one is installed; a second call changes nothing.
+pub fn install_tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// Reads `--confinement`.
 ///
 /// # Errors
@@ -97,6 +104,7 @@ pub fn parse_confinement(name: &str) -> Result<codemode::Confinement, String> {
 /// A bad config (with the file, the key and the fix), an engine that cannot start, or a transport that cannot be
 /// served. Upstream servers that fail at start are reported on stderr and left out instead.
 pub async fn run_gateway(args: GatewayArgs) -> anyhow::Result<()> {
+    install_tls_provider();
     let mut config = GatewayConfig::load(&args.config)?;
     if let Some(confinement) = args.confinement {
         config.confinement = confinement;

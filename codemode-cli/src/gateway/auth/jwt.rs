@@ -67,9 +67,7 @@ impl JwtVerifier {
             .collect::<Result<Vec<_>, _>>()?;
         let http = match &settings.jwks {
             JwksSource::Url(_) => {
-                // reqwest is built without a TLS provider of its own; rustls with ring is this process's. Installing
-                // twice is harmless (the first one stays).
-                let _ = rustls::crypto::ring::default_provider().install_default();
+                super::super::install_tls_provider();
                 Some(
                     reqwest::Client::builder()
                         .timeout(std::time::Duration::from_secs(10))
@@ -344,8 +342,12 @@ mod tests {
         let v = verifier(JwksSource::File(fixtures().join("jwks.json")), clock).await;
         let claims =
             json!({ "iss": "https://idp.test/", "aud": "https://gateway.test/mcp", "sub": "x", "exp": NOW_S + 60 });
-        let hmac = jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &EncodingKey::from_secret(b"k"))
-            .expect("signs");
+        let hmac = jsonwebtoken::encode(
+            &Header::new(Algorithm::HS256),
+            &claims,
+            &EncodingKey::from_secret(b"k").expect("key"),
+        )
+        .expect("signs");
         assert!(v.verify(&hmac).await.unwrap_err().contains("HS256, which this gateway does not accept"));
         // A token carrying its own public key in `jwk`, signed by that key: the embedded key is ignored.
         let pem = std::fs::read(fixtures().join("rsa-other.pem")).expect("key");
@@ -433,13 +435,11 @@ mod tests {
 
     #[tokio::test]
     async fn an_unreachable_key_set_url_is_fetched_again_on_the_first_token() {
-        let server = jwks_server("jwks.json").await;
         let clock = Arc::new(ManualClock::new(NOW_S * 1000));
-        let dead = JwksSource::Url("http://127.0.0.1:9/certs".into());
-        let v = verifier(dead, clock.clone()).await;
+        // Port 9 (discard) on loopback: nothing listens there.
+        let v = verifier(JwksSource::Url("http://127.0.0.1:9/certs".into()), clock.clone()).await;
         clock.advance(REFRESH_INTERVAL_MS);
         let e = v.verify(&token("rsa-issuer.pem", "rsa-1", json!({}))).await.unwrap_err();
         assert!(e.starts_with("the issuer's keys cannot be read right now"), "{e}");
-        drop(server);
     }
 }

@@ -70,6 +70,7 @@ struct AuthGateway {
 
 impl AuthGateway {
     async fn start(auth_extra: &str, tail: &str) -> AuthGateway {
+        super::tls();
         let dir = tempfile::tempdir().expect("temp dir");
         let files = dir.path().join("files");
         std::fs::create_dir(&files).expect("files dir");

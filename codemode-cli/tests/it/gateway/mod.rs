@@ -56,6 +56,11 @@ pub fn fixture(limits: &str, everything_extra: &str) -> (tempfile::TempDir, Path
     (dir, config)
 }
 
+/// Installs the TLS provider this process's reqwest clients (rmcp's HTTP client transport) need.
+pub fn tls() {
+    codemode_cli::gateway::install_tls_provider();
+}
+
 /// Kills a process with SIGKILL.
 pub fn kill(pid: u32) {
     let status = std::process::Command::new("kill").arg("-9").arg(pid.to_string()).status().expect("run kill");
