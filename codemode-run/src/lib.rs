@@ -31,6 +31,9 @@ pub struct RunScope {
     pub agent_id: Option<String>,
     /// The agent run (turn).
     pub agent_run_id: Option<String>,
+    /// The session id names an authenticated principal (the gateway's `[auth]`): a `wait` on a run another owner
+    /// holds then fails exactly as a `wait` on an unknown run, so a caller cannot learn that the run exists.
+    pub authenticated: bool,
 }
 
 /// Everything a run reads from its engine: limits, catalog, tool host, worker pool and stores.

@@ -394,12 +394,13 @@ pub async fn wait_with(inner: Arc<Inner>, run_id: &str, scope: RunScope, options
         // Tools are never re-executed by replay, but a changed catalog would give the program other tools.
         if checkpoint.tools_digest == tools_digest { Ok(()) } else { Err(StoreError::DifferentCatalog) }
     };
-    let resumed = match inner.runs.begin_resume_if(run_id, &owner_of(&scope), resumable) {
+    let caller = owner_of(&scope);
+    let resumed = match inner.runs.begin_resume_if(run_id, &caller, resumable) {
         Ok(resumed) => resumed,
-        Err(e) => return store_failure(&inner, &scope, &e),
+        Err(e) => return store_failure(&inner, &scope, &concealed(&inner, run_id, &scope, &caller, e)),
     };
     let (abort_tx, mut aborted) = oneshot::channel();
-    let _registered = inner.waits.register(run_id, abort_tx);
+    let _registered = inner.waits.register(run_id, &caller, abort_tx);
     let now_ms = inner.clock.now_ms();
     let checkpoint = resumed.checkpoint;
     let mut run = match resumed.live {
@@ -458,6 +459,20 @@ pub async fn wait_with(inner: Arc<Inner>, run_id: &str, scope: RunScope, options
     }
 }
 
+/// The error an authenticated caller sees: another owner's run reads as an unknown one, and so does a run being
+/// resumed by a wait that is not the caller's own (a run in the instant between its claim and its wait's
+/// registration reads as unknown too). Callers without authentication keep the seed's messages.
+fn concealed(inner: &Inner, run_id: &str, scope: &RunScope, caller: &RunOwner, error: StoreError) -> StoreError {
+    if !scope.authenticated {
+        return error;
+    }
+    match error {
+        StoreError::DifferentSession | StoreError::DifferentAgentRun => StoreError::Unavailable,
+        StoreError::AlreadyResuming if !inner.waits.owned_by(run_id, caller) => StoreError::Unavailable,
+        other => other,
+    }
+}
+
 /// Ends a wait whose run was aborted: kills its worker, cancels its host work and hands the final telemetry to the
 /// [`abort`] that asked (the run's slot is freed as the caller drops it).
 fn aborted_during_wait(inner: &Inner, mut run: LiveRun, reply: Option<oneshot::Sender<Telemetry>>) -> CodeModeResult {
@@ -490,24 +505,33 @@ fn unknown_effects() -> EffectFacts {
     EffectFacts { mutation_free: false, ..EffectFacts::default() }
 }
 
-/// The waits in progress, by run id, so that [`abort`] can stop the one resuming its run.
+/// How a wait in progress is stopped: send it the channel its final telemetry comes back on.
+type StopWait = oneshot::Sender<oneshot::Sender<Telemetry>>;
+
+/// The waits in progress, by run id, with the owner of each run, so that [`abort`] can stop the one resuming its
+/// run.
 #[derive(Default)]
-pub struct Waits(Mutex<HashMap<String, oneshot::Sender<oneshot::Sender<Telemetry>>>>);
+pub struct Waits(Mutex<HashMap<String, (RunOwner, StopWait)>>);
 
 impl Waits {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<oneshot::Sender<Telemetry>>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (RunOwner, StopWait)>> {
         // Every critical section is one map operation, so a poisoned lock is consistent.
         self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn register<'a>(&'a self, run_id: &str, stop: oneshot::Sender<oneshot::Sender<Telemetry>>) -> Registered<'a> {
-        self.lock().insert(run_id.to_owned(), stop);
+    fn register<'a>(&'a self, run_id: &str, owner: &RunOwner, stop: StopWait) -> Registered<'a> {
+        self.lock().insert(run_id.to_owned(), (owner.clone(), stop));
         Registered { waits: self, run_id: run_id.to_owned() }
+    }
+
+    /// Whether a wait of `owner` is resuming `run_id` in this process.
+    fn owned_by(&self, run_id: &str, owner: &RunOwner) -> bool {
+        self.lock().get(run_id).is_some_and(|(o, _)| o == owner)
     }
 
     /// Asks the wait resuming `run_id` to stop; its final telemetry comes back on the receiver.
     fn stop(&self, run_id: &str) -> Option<oneshot::Receiver<Telemetry>> {
-        let stop = self.lock().remove(run_id)?;
+        let (_, stop) = self.lock().remove(run_id)?;
         let (reply, telemetry) = oneshot::channel();
         stop.send(reply).ok()?;
         Some(telemetry)

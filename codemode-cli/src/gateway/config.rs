@@ -70,7 +70,73 @@ pub struct GatewayConfig {
     pub confinement: Confinement,
     /// Which nested calls are allowed, asked about or denied (`[policy]`; everything allowed when absent).
     pub policy: Policy,
+    /// Who may call the gateway over HTTP (`[auth]`; TOML only). `None`: no authentication, loopback only.
+    pub auth: Option<AuthSettings>,
 }
+
+/// The `[auth]` table: bearer tokens the HTTP gateway accepts, and the limits each principal gets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuthSettings {
+    /// `tokens_file`: one `PRINCIPAL sha256:HEX` line per static token (relative to the config file's folder).
+    pub tokens_file: Option<PathBuf>,
+    /// The JWT access tokens accepted, when `issuers` is set.
+    pub jwt: Option<JwtSettings>,
+    /// `resource`: this gateway's canonical URL (RFC 8707/9728); defaults to the JWT `audience`, else to
+    /// `http://<Host header>/mcp`.
+    pub resource: Option<String>,
+    /// `required_scopes`: scopes every access token must carry (`scope` or `scp` claim); a static token has them
+    /// all.
+    pub required_scopes: Vec<String>,
+    /// `max_concurrent_runs`: `exec`/`wait` calls one principal may have in progress at once.
+    pub max_concurrent_runs: Option<u32>,
+    /// `requests_per_minute`: HTTP requests one principal may make per minute (a bucket of that many, refilled
+    /// evenly over the minute).
+    pub requests_per_minute: Option<u32>,
+}
+
+/// Where the keys that sign access tokens come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JwksSource {
+    /// `jwks_file`: a JWK Set read once at start.
+    File(PathBuf),
+    /// `jwks_url`: a JWK Set fetched at start and again when a token names a key it does not hold.
+    Url(String),
+}
+
+/// The JWT settings of `[auth]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JwtSettings {
+    /// `issuers`: the accepted `iss` values, also the metadata's `authorization_servers`.
+    pub issuers: Vec<String>,
+    /// `audience`: the value `aud` must contain, this resource's identifier (RFC 8707).
+    pub audience: String,
+    /// `jwks_file` or `jwks_url`.
+    pub jwks: JwksSource,
+    /// `algorithms`: the signature algorithms accepted (default RS256, ES256, EdDSA); never HMAC or `none`.
+    pub algorithms: Vec<String>,
+    /// `leeway_seconds`: clock skew allowed on `exp` and `nbf` (default 60).
+    pub leeway_seconds: u64,
+    /// `qualify_subject`: the principal is `<iss>#<sub>` instead of `sub` (default: when more than one issuer).
+    pub qualify_subject: bool,
+}
+
+/// The signature algorithms `[auth] algorithms` may name.
+pub const JWT_ALGORITHMS: [&str; 9] = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA"];
+const DEFAULT_JWT_ALGORITHMS: [&str; 3] = ["RS256", "ES256", "EdDSA"];
+const AUTH_KEYS: [&str; 12] = [
+    "tokens_file",
+    "issuers",
+    "audience",
+    "jwks_file",
+    "jwks_url",
+    "algorithms",
+    "leeway_seconds",
+    "qualify_subject",
+    "resource",
+    "required_scopes",
+    "max_concurrent_runs",
+    "requests_per_minute",
+];
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Format {
@@ -78,7 +144,7 @@ enum Format {
     Json,
 }
 
-const TOML_TOP_KEYS: [&str; 5] = ["limits", "servers", "state_dir", "confinement", "policy"];
+const TOML_TOP_KEYS: [&str; 6] = ["limits", "servers", "state_dir", "confinement", "policy", "auth"];
 const TOML_SERVER_KEYS: [&str; 7] = ["command", "args", "env", "url", "startup", "deny", "direct"];
 
 impl GatewayConfig {
@@ -190,6 +256,10 @@ impl Checker<'_> {
                 other => self.err("policy", other.to_string(), "fix the policy table"),
             })?,
         };
+        let auth = match root.get("auth") {
+            Some(value) if self.format == Format::Toml => Some(self.auth(value)?),
+            _ => None,
+        };
         let servers = match root.get(servers_key) {
             None => {
                 return Err(self.err(
@@ -217,7 +287,7 @@ impl Checker<'_> {
         if out.is_empty() {
             return Err(self.err(servers_key, "names no enabled server", "add at least one server"));
         }
-        Ok(GatewayConfig { file: self.file.to_path_buf(), limits, servers: out, state_dir, confinement, policy })
+        Ok(GatewayConfig { file: self.file.to_path_buf(), limits, servers: out, state_dir, confinement, policy, auth })
     }
 
     fn limits(&self, value: &Value) -> Result<Limits, Error> {
@@ -382,6 +452,163 @@ impl Checker<'_> {
             .collect()
     }
 
+    /// The `[auth]` table. A file path is taken relative to the config file's folder.
+    fn auth(&self, value: &Value) -> Result<AuthSettings, Error> {
+        let Value::Object(map) = value else {
+            return Err(self.err("auth", "must be a table", "write `[auth]` with `tokens_file` or `issuers`"));
+        };
+        for key in map.keys() {
+            if !AUTH_KEYS.contains(&key.as_str()) {
+                return Err(self.unknown_key(&format!("auth.{key}"), key, &AUTH_KEYS));
+            }
+        }
+        let string = |key: &str, fix: &str| -> Result<Option<String>, Error> {
+            match map.get(key) {
+                None => Ok(None),
+                Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.trim().to_owned())),
+                Some(other) => {
+                    Err(self.err(&format!("auth.{key}"), format!("must be a non-empty string, not {other}"), fix))
+                }
+            }
+        };
+        let path = |key: &str| -> Result<Option<PathBuf>, Error> {
+            Ok(string(key, "write a file path")?.map(|p| {
+                let p = PathBuf::from(p);
+                match self.file.parent() {
+                    Some(dir) if p.is_relative() => dir.join(p),
+                    _ => p,
+                }
+            }))
+        };
+        let count = |key: &str| -> Result<Option<u32>, Error> {
+            match map.get(key) {
+                None => Ok(None),
+                Some(v) => match v.as_u64().and_then(|n| u32::try_from(n).ok()).filter(|n| *n > 0) {
+                    Some(n) => Ok(Some(n)),
+                    None => Err(self.err(
+                        &format!("auth.{key}"),
+                        format!("must be a positive integer, not {v}"),
+                        "write a whole number, or remove it for no limit",
+                    )),
+                },
+            }
+        };
+        let url = |key: &str| -> Result<Option<String>, Error> {
+            let value = string(key, "write an https:// URL")?;
+            match value {
+                Some(u) if !(u.starts_with("https://") || u.starts_with("http://")) => Err(self.err(
+                    &format!("auth.{key}"),
+                    format!("is \"{u}\", not an http:// or https:// URL"),
+                    "write the full URL, e.g. \"https://gateway.example.com/mcp\"",
+                )),
+                other => Ok(other),
+            }
+        };
+        let tokens_file = path("tokens_file")?;
+        let resource = url("resource")?;
+        let required_scopes = self.strings("auth.required_scopes", map.get("required_scopes"))?;
+        if let Some(bad) = required_scopes.iter().find(|s| s.is_empty() || s.contains(char::is_whitespace)) {
+            return Err(self.err("auth.required_scopes", format!("holds {bad:?}"), "write scope names without spaces"));
+        }
+        let issuers = self.strings("auth.issuers", map.get("issuers"))?;
+        let jwt_keys = ["audience", "jwks_file", "jwks_url", "algorithms", "leeway_seconds", "qualify_subject"];
+        let jwt = if issuers.is_empty() {
+            if let Some(key) = jwt_keys.iter().find(|k| map.contains_key(**k)) {
+                return Err(self.err(
+                    &format!("auth.{key}"),
+                    "is a JWT setting, but `issuers` is not set",
+                    "add `issuers = [\"https://your-idp.example.com/\"]`, or remove the JWT settings",
+                ));
+            }
+            None
+        } else {
+            let audience = string("audience", "write this gateway's resource identifier")?.ok_or_else(|| {
+                self.err(
+                    "auth.audience",
+                    "is missing: JWT access tokens must be checked against this gateway's identifier (RFC 8707)",
+                    "add `audience = \"https://gateway.example.com/mcp\"`, the resource clients request tokens for",
+                )
+            })?;
+            let jwks = match (path("jwks_file")?, url("jwks_url")?) {
+                (Some(file), None) => JwksSource::File(file),
+                (None, Some(url)) => JwksSource::Url(url),
+                (Some(_), Some(_)) => {
+                    return Err(self.err("auth.jwks_url", "is set with `jwks_file`", "keep one of the two"));
+                }
+                (None, None) => {
+                    return Err(self.err(
+                        "auth.jwks_url",
+                        "is missing: the keys that sign access tokens are needed",
+                        "add `jwks_url = \"https://your-idp.example.com/.well-known/jwks.json\"` or `jwks_file = PATH`",
+                    ));
+                }
+            };
+            let algorithms = match map.get("algorithms") {
+                None => DEFAULT_JWT_ALGORITHMS.iter().map(|a| (*a).to_owned()).collect(),
+                Some(value) => {
+                    let list = self.strings("auth.algorithms", Some(value))?;
+                    if list.is_empty() {
+                        return Err(self.err("auth.algorithms", "is empty", "list at least one, e.g. [\"RS256\"]"));
+                    }
+                    for (i, alg) in list.iter().enumerate() {
+                        if !JWT_ALGORITHMS.contains(&alg.as_str()) {
+                            return Err(self.err(
+                                &format!("auth.algorithms[{i}]"),
+                                format!("is \"{alg}\", not an asymmetric signature algorithm the gateway accepts"),
+                                format!("use one of {}", JWT_ALGORITHMS.join(", ")),
+                            ));
+                        }
+                    }
+                    list
+                }
+            };
+            let leeway_seconds = match map.get("leeway_seconds") {
+                None => 60,
+                Some(v) => match v.as_u64().filter(|n| *n <= 600) {
+                    Some(n) => n,
+                    None => {
+                        return Err(self.err(
+                            "auth.leeway_seconds",
+                            format!("must be a whole number of seconds from 0 to 600, not {v}"),
+                            "keep the default, 60",
+                        ));
+                    }
+                },
+            };
+            let qualify_subject = match map.get("qualify_subject") {
+                None => issuers.len() > 1,
+                Some(Value::Bool(b)) => *b,
+                Some(v) => {
+                    return Err(self.err(
+                        "auth.qualify_subject",
+                        format!("must be true or false, not {v}"),
+                        "write true or false",
+                    ));
+                }
+            };
+            Some(JwtSettings { issuers, audience, jwks, algorithms, leeway_seconds, qualify_subject })
+        };
+        if tokens_file.is_none() && jwt.is_none() {
+            return Err(self.err(
+                "auth",
+                "accepts no token: it sets neither `tokens_file` nor `issuers`",
+                "add `tokens_file = \"tokens.txt\"` (static tokens) or `issuers`, `audience` and `jwks_url` (JWT)",
+            ));
+        }
+        // An audience that is a URL is the resource identifier clients request tokens for (RFC 8707).
+        let resource = resource.or_else(|| {
+            jwt.as_ref().map(|j| j.audience.clone()).filter(|a| a.starts_with("https://") || a.starts_with("http://"))
+        });
+        Ok(AuthSettings {
+            tokens_file,
+            jwt,
+            resource,
+            required_scopes,
+            max_concurrent_runs: count("max_concurrent_runs")?,
+            requests_per_minute: count("requests_per_minute")?,
+        })
+    }
+
     fn unknown_key(&self, dotted: &str, key: &str, known: &[&str]) -> Error {
         let fix = match closest(key, known) {
             Some(near) => format!("did you mean `{near}`? known keys: {}", known.join(", ")),
@@ -536,7 +763,7 @@ url = "http://127.0.0.1:3001/mcp"
     fn unknown_top_key_suggests() {
         assert_eq!(
             toml_err("[server.a]\ncommand = \"x\"\n"),
-            "gw.toml: server: is not a known key (fix: did you mean `servers`? known keys: limits, servers, state_dir, confinement, policy)"
+            "gw.toml: server: is not a known key (fix: did you mean `servers`? known keys: limits, servers, state_dir, confinement, policy, auth)"
         );
     }
 

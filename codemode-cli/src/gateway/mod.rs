@@ -1,10 +1,11 @@
 //! `codemode mcp`: an MCP server that wraps any set of MCP servers and offers them as `exec` + `wait`.
 //!
 //! `config` reads the file, `upstream` runs the wrapped servers and is the facade's `ToolHost`, `server` speaks MCP
-//! to the client over `stdio` (or Streamable HTTP). This module only wires them; the code mode engine itself is the `codemode` facade. Invariant: after
+//! to the client over `stdio` (or Streamable HTTP, behind `auth` when `[auth]` is configured). This module only wires them; the code mode engine itself is the `codemode` facade. Invariant: after
 //! start-up, nothing an upstream server or a guest program does can stop the gateway.
 
 pub mod approve;
+pub mod auth;
 pub mod config;
 pub mod server;
 pub mod stdio;
@@ -12,6 +13,7 @@ pub mod upstream;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 pub use config::{GatewayConfig, ServerConfig, Startup, Transport};
 pub use server::{Gateway, GatewayServer};
@@ -49,6 +51,9 @@ pub enum Error {
         /// Why it is refused.
         problem: String,
     },
+    /// `[auth]` could not be put in force: its token file or its JWK Set is unreadable or wrong.
+    #[error("{0}")]
+    Auth(String),
     /// The code mode engine could not be built.
     #[error("cannot start code mode: {0}")]
     Engine(String),
@@ -63,7 +68,8 @@ pub struct GatewayArgs {
     /// The gateway config: codemode TOML, or a desktop client's `{"mcpServers": {...}}` JSON.
     #[arg(long, value_name = "FILE")]
     pub config: PathBuf,
-    /// Serve Streamable HTTP on this loopback address (e.g. 127.0.0.1:8931) instead of stdio.
+    /// Serve Streamable HTTP on this address (e.g. 127.0.0.1:8931) instead of stdio. An address other than
+    /// loopback needs `[auth]` in the config.
     #[arg(long, value_name = "ADDR")]
     pub http: Option<SocketAddr>,
     /// Keep suspended runs in this directory (overrides the config's `state_dir`).
@@ -73,6 +79,13 @@ pub struct GatewayArgs {
     /// `confinement`).
     #[arg(long, value_name = "MODE", value_parser = parse_confinement)]
     pub confinement: Option<codemode::Confinement>,
+}
+
+/// Installs the process's TLS provider (rustls with ring). reqwest, which the gateway's HTTP clients use (upstream
+/// Streamable HTTP servers, the JWKS fetch), is built without a provider of its own and panics when a client is
+/// built before one is installed; a second call changes nothing.
+pub fn install_tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 /// Reads `--confinement`.
@@ -91,19 +104,51 @@ pub fn parse_confinement(name: &str) -> Result<codemode::Confinement, String> {
 /// A bad config (with the file, the key and the fix), an engine that cannot start, or a transport that cannot be
 /// served. Upstream servers that fail at start are reported on stderr and left out instead.
 pub async fn run_gateway(args: GatewayArgs) -> anyhow::Result<()> {
+    install_tls_provider();
     let mut config = GatewayConfig::load(&args.config)?;
     if let Some(confinement) = args.confinement {
         config.confinement = confinement;
     }
     if let Some(addr) = args.http
         && !addr.ip().is_loopback()
+        && config.auth.is_none()
     {
-        return Err(Error::HttpAddress { addr, problem: "only loopback addresses are served".into() }.into());
+        return Err(Error::HttpAddress {
+            addr,
+            problem: format!(
+                "a non-loopback address is served only with authentication: add an [auth] table to {} \
+                 (`tokens_file`, or `issuers`, `audience` and `jwks_url`; see docs/gateway.md, \"Authentication\"), \
+                 or listen on 127.0.0.1",
+                config.file.display()
+            ),
+        }
+        .into());
     }
+    // The token file and the JWK Set are read before any upstream server starts, so a mistake there costs nothing.
+    let front = match (&config.auth, args.http) {
+        (Some(settings), Some(_)) => {
+            let clock: Arc<dyn codemode::snapshot::Clock> = Arc::new(codemode::snapshot::SystemClock);
+            let authenticator = Arc::new(auth::Authenticator::new(settings, clock).await?);
+            Some(authenticator)
+        }
+        _ => None,
+    };
     let state_dir = args.state_dir.or_else(|| config.state_dir.clone());
     let gateway = server::Gateway::start(&config, state_dir).await?;
     let served = match args.http {
-        Some(addr) => server::serve_http(gateway.clone(), addr).await,
+        Some(addr) => {
+            let front = match (front, &config.auth, gateway.limits()) {
+                (Some(authenticator), Some(settings), Some(limits)) => Some(Arc::new(auth::http::AuthFront::new(
+                    authenticator,
+                    limits.clone(),
+                    settings.resource.clone(),
+                    settings.jwt.as_ref().map(|j| j.issuers.clone()).unwrap_or_default(),
+                    settings.required_scopes.clone(),
+                ))),
+                _ => None,
+            };
+            server::serve_http(gateway.clone(), addr, front).await
+        }
         None => server::serve_stdio(gateway.clone()).await,
     };
     gateway.shutdown().await;

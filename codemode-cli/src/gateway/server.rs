@@ -2,8 +2,9 @@
 //!
 //! `exec` and `wait` go to the `codemode` facade and come back as the `CodeModeResult` in compact JSON text (plus
 //! `structuredContent`), `isError` set when the run failed; direct-only tools are forwarded to their upstream server
-//! unchanged. It holds no run state of its own. Invariant: one client session is one `RunScope` session id, so a
-//! run can only be resumed from the session that started it.
+//! unchanged. It holds no run state of its own. Invariant: without `[auth]`, one client session is one `RunScope`
+//! session id, so a run can only be resumed from the session that started it; with `[auth]`, the scope is the
+//! request's principal, so any session of that principal may resume it and no other principal can see it.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -26,6 +27,9 @@ use serde_json::Value;
 
 use super::Error;
 use super::approve::{self, Channel, Pending, StateSeal};
+use super::auth::Principal;
+use super::auth::http::AuthFront;
+use super::auth::limits::PrincipalLimits;
 use super::config::GatewayConfig;
 use super::upstream::UpstreamManager;
 
@@ -51,6 +55,8 @@ pub struct Gateway {
     direct: HashMap<String, (String, String)>,
     /// Seals the `requestState` of input-required results (pending approvals).
     seal: StateSeal,
+    /// Each principal's limits, with `[auth]`.
+    limits: Option<Arc<PrincipalLimits>>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -105,7 +111,19 @@ impl Gateway {
                 .map_err(|e| Error::Engine(format!("{REQUEST_STATE_KEY_VAR}: {e} (fix: 64 or more hex digits)")))?,
             Err(_) => StateSeal::random().map_err(Error::Engine)?,
         };
-        Ok(Arc::new(Gateway { code_mode, upstream, tools, direct, seal }))
+        let limits = config.auth.as_ref().map(|auth| {
+            Arc::new(PrincipalLimits::new(
+                auth.requests_per_minute,
+                auth.max_concurrent_runs,
+                Arc::new(codemode::snapshot::SystemClock),
+            ))
+        });
+        Ok(Arc::new(Gateway { code_mode, upstream, tools, direct, seal, limits }))
+    }
+
+    /// Each principal's limits, when `[auth]` is configured.
+    pub fn limits(&self) -> Option<&Arc<PrincipalLimits>> {
+        self.limits.as_ref()
     }
 
     /// The model-visible tools.
@@ -134,6 +152,28 @@ impl Gateway {
         cancelled: impl std::future::Future<Output = ()>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.as_ref();
+        // With `[auth]`, an exec or wait holds one of its principal's run places until it answers.
+        let _permit = match (&self.limits, &scope.session_id) {
+            (Some(limits), Some(owner)) if scope.authenticated && matches!(name, "exec" | "wait") => {
+                match limits.begin_run(owner) {
+                    Ok(permit) => Some(permit),
+                    Err(too_many) => {
+                        let result = CodeModeResult::failed(
+                            codemode_bridge::ErrorKind::RuntimeUnavailable,
+                            codemode_bridge::FailurePhase::Host,
+                            format!(
+                                "too many runs in progress: this principal may have {} exec or wait calls running \
+                                 at once; call again when one of them has answered",
+                                too_many.max
+                            ),
+                            codemode::telemetry::Telemetry::default(),
+                        );
+                        return Ok(CallToolResponse::Complete(code_mode_result(&result)));
+                    }
+                }
+            }
+            _ => None,
+        };
         let input = request.arguments.clone().map_or(Value::Object(serde_json::Map::new()), Value::Object);
         let mut options = ExecOptions::default();
         if let Some(approver) = approvals.approver() {
@@ -236,10 +276,14 @@ impl GatewayServer {
         GatewayServer { gateway, session: None }
     }
 
+    /// The caller: the principal the auth front verified, else this stdio session or the request's MCP session.
     fn scope(&self, context: &RequestContext<RoleServer>) -> RunScope {
+        let parts = context.extensions.get::<hyper::http::request::Parts>();
+        if let Some(principal) = parts.and_then(|p| p.extensions.get::<Principal>()) {
+            return RunScope { session_id: Some(principal.key.clone()), authenticated: true, ..RunScope::default() };
+        }
         let session_id = self.session.clone().or_else(|| {
-            let parts = context.extensions.get::<hyper::http::request::Parts>()?;
-            let id = parts.headers.get("mcp-session-id")?.to_str().ok()?;
+            let id = parts?.headers.get("mcp-session-id")?.to_str().ok()?;
             Some(format!("http-{id}"))
         });
         RunScope { session_id, ..RunScope::default() }
@@ -291,16 +335,23 @@ pub async fn serve_stdio(gateway: Arc<Gateway>) -> Result<(), Error> {
     Ok(())
 }
 
-/// Serves Streamable HTTP on a loopback address until the process is stopped.
+/// Serves Streamable HTTP until the process is stopped; behind `front` when `[auth]` is configured.
 ///
 /// # Errors
 ///
 /// [`Error::Serve`] when the address cannot be bound.
-pub async fn serve_http(gateway: Arc<Gateway>, addr: SocketAddr) -> Result<(), Error> {
+pub async fn serve_http(gateway: Arc<Gateway>, addr: SocketAddr, front: Option<Arc<AuthFront>>) -> Result<(), Error> {
+    let mut config = StreamableHttpServerConfig::default();
+    if front.is_some() {
+        // rmcp accepts loopback `Host` headers only, against DNS rebinding: a page that makes a browser send
+        // ambient credentials to a local server. A bearer token is never ambient, so with `[auth]` any host name
+        // the gateway is reached by is served.
+        config = config.disable_allowed_hosts();
+    }
     let service = StreamableHttpService::new(
         move || Ok(GatewayServer::http(gateway.clone())),
         Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default(),
+        config,
     );
     let listener =
         tokio::net::TcpListener::bind(addr).await.map_err(|e| Error::Serve(format!("cannot listen on {addr}: {e}")))?;
@@ -308,11 +359,23 @@ pub async fn serve_http(gateway: Arc<Gateway>, addr: SocketAddr) -> Result<(), E
     eprintln!("codemode gateway: serving Streamable HTTP at http://{local}/mcp");
     loop {
         let (stream, _) = listener.accept().await.map_err(|e| Error::Serve(format!("accept failed: {e}")))?;
-        let service = hyper_util::service::TowerToHyperService::new(service.clone());
+        let service = service.clone();
+        let front = front.clone();
+        let handler = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+            let service = service.clone();
+            let front = front.clone();
+            async move {
+                let response = match front {
+                    Some(front) => front.serve(request, |request| async move { service.handle(request).await }).await,
+                    None => service.handle(request).await,
+                };
+                Ok::<_, std::convert::Infallible>(response)
+            }
+        });
         tokio::spawn(async move {
             let io = hyper_util::rt::TokioIo::new(stream);
             // A broken connection only ends that connection.
-            let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;
+            let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, handler).await;
         });
     }
 }

@@ -98,6 +98,7 @@ fn scope(session: &str) -> RunScope {
         session_id: Some(session.into()),
         agent_id: Some("agent-7".into()),
         agent_run_id: Some(format!("turn-of-{session}")),
+        authenticated: false,
     }
 }
 

@@ -149,6 +149,21 @@ async fn waits_are_scoped_to_their_session() {
 }
 
 #[tokio::test]
+async fn an_authenticated_caller_sees_another_owner_s_run_as_unknown() {
+    let (engine, _) = engine();
+    let alice = RunScope { session_id: Some("jwt:alice".into()), authenticated: true, ..RunScope::default() };
+    let bob = RunScope { session_id: Some("jwt:bob".into()), authenticated: true, ..RunScope::default() };
+    let first = engine.exec(json!({ "title": "t", "code": "await yield_control(); return 1" }), alice.clone()).await;
+    let id = run_id(&first);
+    let unknown = engine.wait(json!({ "runId": "cm_00000000-0000-4000-8000-000000000000" }), bob.clone()).await;
+    let foreign = engine.wait(json!({ "runId": id }), bob).await;
+    assert_eq!(failure(&unknown), ("invalid_input".into(), "code mode run is unavailable or expired.".into()));
+    assert_eq!(failure(&foreign), failure(&unknown), "another's run reads exactly as an unknown one");
+    let r = engine.wait(json!({ "runId": id }), alice).await;
+    assert_eq!(value(&r), json!(1), "the owner still resumes it");
+}
+
+#[tokio::test]
 async fn store_and_load_keep_values_across_cells() {
     let (engine, _) = engine();
     let r = exec(&engine, "await store('k', {n: 1}); return 1").await;

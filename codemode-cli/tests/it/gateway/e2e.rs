@@ -240,6 +240,7 @@ async fn streamable_http_on_loopback_serves_exec() {
     // Keep draining stderr so upstream logs cannot block the gateway.
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
 
+    super::tls();
     let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str());
     let info = ClientConfig::new(ClientCapabilities::default(), Implementation::new("gateway-e2e-http", "0"));
     let client = info.serve(transport).await.expect("MCP handshake over HTTP");
@@ -273,7 +274,12 @@ async fn non_loopback_http_address_is_refused() {
         .expect("the codemode binary runs");
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("--http 0.0.0.0:8931: only loopback addresses are served"), "{stderr}");
+    assert!(
+        stderr.contains(
+            "--http 0.0.0.0:8931: a non-loopback address is served only with authentication: add an [auth] table"
+        ),
+        "{stderr}"
+    );
 }
 
 #[tokio::test]

@@ -4,6 +4,7 @@
 //! install it.
 
 mod approvals;
+mod auth;
 mod e2e;
 mod lines;
 mod upstream;
@@ -53,6 +54,11 @@ pub fn fixture(limits: &str, everything_extra: &str) -> (tempfile::TempDir, Path
     let config = dir.path().join("gateway.toml");
     std::fs::write(&config, text).expect("config file");
     (dir, config)
+}
+
+/// Installs the TLS provider this process's reqwest clients (rmcp's HTTP client transport) need.
+pub fn tls() {
+    codemode_cli::gateway::install_tls_provider();
 }
 
 /// Kills a process with SIGKILL.

@@ -1,0 +1,255 @@
+//! The authentication front of the Streamable HTTP transport, as the MCP authorization spec has a resource server
+//! behave: protected-resource metadata (RFC 9728) at `/.well-known/oauth-protected-resource`, `401` with a
+//! `WWW-Authenticate: Bearer resource_metadata="…"` challenge for a missing or bad token, `403` for missing scopes,
+//! `429` with `Retry-After` past the principal's request rate.
+//!
+//! A request that passes reaches the MCP transport with its [`Principal`] in its extensions and without its
+//! `Authorization` header. An MCP session is bound to the principal that opened it: another principal's request
+//! naming that session is answered as for an unknown session. Invariant: no request reaches the MCP transport
+//! without a verified principal.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::Bytes;
+use hyper::header::{HeaderValue, WWW_AUTHENTICATE};
+use hyper::{Method, Request, Response, StatusCode};
+use serde_json::json;
+
+use super::limits::PrincipalLimits;
+use super::{Authenticator, Principal, Rejection};
+
+/// The response body type of the MCP transport and of this front.
+pub type Body = BoxBody<Bytes, Infallible>;
+
+/// The well-known path of the protected-resource metadata (RFC 9728); the same document is also served under it
+/// with the resource's path appended.
+pub const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
+
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// The authentication front; one per gateway, shared by every connection.
+pub struct AuthFront {
+    auth: Arc<Authenticator>,
+    limits: Arc<PrincipalLimits>,
+    /// `[auth] resource`, else derived per request from its `Host` header.
+    resource: Option<String>,
+    issuers: Vec<String>,
+    scopes: Vec<String>,
+    /// MCP session id → the owner key of the principal that opened it.
+    sessions: Mutex<HashMap<String, String>>,
+}
+
+impl std::fmt::Debug for AuthFront {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthFront").field("resource", &self.resource).field("auth", &self.auth).finish()
+    }
+}
+
+impl AuthFront {
+    /// A front over `auth` and `limits`; `resource` and `issuers` go into the metadata document.
+    pub fn new(
+        auth: Arc<Authenticator>,
+        limits: Arc<PrincipalLimits>,
+        resource: Option<String>,
+        issuers: Vec<String>,
+        scopes: Vec<String>,
+    ) -> AuthFront {
+        AuthFront { auth, limits, resource, issuers, scopes, sessions: Mutex::default() }
+    }
+
+    /// Serves one request: the metadata document, a refusal, or `next` (the MCP transport) with the principal.
+    pub async fn serve<B, F, Fut>(&self, mut request: Request<B>, next: F) -> Response<Body>
+    where
+        F: FnOnce(Request<B>) -> Fut,
+        Fut: Future<Output = Response<Body>>,
+    {
+        let resource = self.resource_for(&request);
+        if request.uri().path().starts_with(METADATA_PATH) {
+            return self.metadata(request.method(), &resource);
+        }
+        let principal = match self.principal(&request).await {
+            Ok(principal) => principal,
+            Err(rejection) => return challenge(&rejection, &resource),
+        };
+        if let Err(limited) = self.limits.admit_request(&principal.key) {
+            let description = format!(
+                "principal {:?} is over its rate of {} requests per minute; retry after {} s",
+                principal.name, limited.per_minute, limited.retry_after_s
+            );
+            let mut response = json_response(
+                StatusCode::TOO_MANY_REQUESTS,
+                &json!({ "error": "rate_limited", "error_description": description }),
+            );
+            response.headers_mut().insert(hyper::header::RETRY_AFTER, HeaderValue::from(limited.retry_after_s));
+            return response;
+        }
+        let session = request.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        if let Some(session) = &session {
+            let owner = self.sessions.lock().unwrap_or_else(PoisonError::into_inner).get(session).cloned();
+            if owner.is_some_and(|owner| owner != principal.key) {
+                // Answered as rmcp answers a session it does not know: the session's existence is not revealed.
+                return json_response(
+                    StatusCode::NOT_FOUND,
+                    &json!({ "error": "session_not_found", "error_description": "Session not found" }),
+                );
+            }
+        }
+        let deleting = request.method() == Method::DELETE;
+        let key = principal.key.clone();
+        // The token stops here: nothing behind this front (the MCP handler, upstream servers) ever sees it.
+        request.headers_mut().remove(hyper::header::AUTHORIZATION);
+        request.extensions_mut().insert(principal);
+        let response = next(request).await;
+        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        match (&session, response.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok())) {
+            (Some(session), _) if deleting && response.status().is_success() => {
+                sessions.remove(session);
+            }
+            (None, Some(opened)) => {
+                sessions.insert(opened.to_owned(), key);
+            }
+            _ => {}
+        }
+        drop(sessions);
+        response
+    }
+
+    async fn principal<B>(&self, request: &Request<B>) -> Result<Principal, Rejection> {
+        let Some(header) = request.headers().get(hyper::header::AUTHORIZATION) else {
+            return Err(Rejection::Missing);
+        };
+        let value =
+            header.to_str().map_err(|_| Rejection::InvalidToken("the Authorization header is not ASCII".into()))?;
+        let token = match value.split_once(' ') {
+            Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() => token.trim(),
+            _ => {
+                return Err(Rejection::InvalidToken("the Authorization header is not `Bearer <token>`".into()));
+            }
+        };
+        self.auth.authenticate(token).await
+    }
+
+    /// The resource identifier: `[auth] resource`, else `http://<Host>/mcp`.
+    fn resource_for<B>(&self, request: &Request<B>) -> String {
+        if let Some(resource) = &self.resource {
+            return resource.clone();
+        }
+        let host = request
+            .headers()
+            .get(hyper::header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .filter(|h| !h.is_empty() && h.chars().all(|c| c.is_ascii_graphic()))
+            .unwrap_or("localhost");
+        format!("http://{host}/mcp")
+    }
+
+    fn metadata(&self, method: &Method, resource: &str) -> Response<Body> {
+        if method != Method::GET && method != Method::HEAD {
+            return json_response(
+                StatusCode::METHOD_NOT_ALLOWED,
+                &json!({ "error": "invalid_request", "error_description": "the metadata document is read with GET" }),
+            );
+        }
+        let mut document = json!({
+            "resource": resource,
+            "authorization_servers": self.issuers,
+            "bearer_methods_supported": ["header"],
+            "resource_name": "codemode gateway",
+        });
+        if !self.scopes.is_empty() {
+            document["scopes_supported"] = json!(self.scopes);
+        }
+        let mut response = json_response(StatusCode::OK, &document);
+        response.headers_mut().insert("access-control-allow-origin", HeaderValue::from_static("*"));
+        response
+    }
+}
+
+/// The metadata URL of a resource: its origin followed by [`METADATA_PATH`].
+pub fn metadata_url(resource: &str) -> String {
+    let origin_end = resource
+        .find("://")
+        .map(|scheme| resource[scheme + 3..].find('/').map_or(resource.len(), |slash| scheme + 3 + slash))
+        .unwrap_or(resource.len());
+    format!("{}{METADATA_PATH}", &resource[..origin_end])
+}
+
+/// The 401/403 answer to a refused request, with the `WWW-Authenticate` challenge of RFC 6750 and RFC 9728.
+fn challenge(rejection: &Rejection, resource: &str) -> Response<Body> {
+    let metadata = metadata_url(resource);
+    let description = rejection.description();
+    let (status, header, body) = match rejection {
+        Rejection::Missing => (
+            StatusCode::UNAUTHORIZED,
+            format!("Bearer resource_metadata=\"{metadata}\""),
+            json!({ "error": "invalid_request", "error_description": description }),
+        ),
+        Rejection::InvalidToken(_) => (
+            StatusCode::UNAUTHORIZED,
+            format!(
+                "Bearer error=\"invalid_token\", error_description=\"{}\", resource_metadata=\"{metadata}\"",
+                quotable(&description)
+            ),
+            json!({ "error": "invalid_token", "error_description": description }),
+        ),
+        Rejection::InsufficientScope { required } => (
+            StatusCode::FORBIDDEN,
+            format!(
+                "Bearer error=\"insufficient_scope\", scope=\"{}\", error_description=\"{}\", \
+                 resource_metadata=\"{metadata}\"",
+                quotable(required),
+                quotable(&description)
+            ),
+            json!({ "error": "insufficient_scope", "error_description": description }),
+        ),
+    };
+    let mut response = json_response(status, &body);
+    if let Ok(value) = HeaderValue::from_str(&header) {
+        response.headers_mut().insert(WWW_AUTHENTICATE, value);
+    }
+    response
+}
+
+/// `text` with only the characters RFC 6750 allows inside a quoted `error_description` (printable ASCII without
+/// `"` and `\`).
+fn quotable(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            '"' => '\'',
+            '\\' => '/',
+            c if c == ' ' || c.is_ascii_graphic() => c,
+            _ => '?',
+        })
+        .collect()
+}
+
+fn json_response(status: StatusCode, body: &serde_json::Value) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from(body.to_string())).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(hyper::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response.headers_mut().insert(hyper::header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_metadata_url_is_the_resource_origin_and_the_well_known_path() {
+        assert_eq!(
+            metadata_url("https://gw.example.com/mcp"),
+            "https://gw.example.com/.well-known/oauth-protected-resource"
+        );
+        assert_eq!(metadata_url("http://127.0.0.1:8931"), "http://127.0.0.1:8931/.well-known/oauth-protected-resource");
+    }
+
+    #[test]
+    fn descriptions_are_made_quotable() {
+        assert_eq!(quotable("kid \"a\\b\" é"), "kid 'a/b' ?");
+    }
+}
