@@ -56,6 +56,11 @@ pub struct RunOwner {
 }
 
 impl RunOwner {
+    /// The string a fleet backend indexes the run under (who may see it): the session, or empty for none.
+    pub fn scope_key(&self) -> String {
+        self.session_id.clone().unwrap_or_default()
+    }
+
     /// Checks that `caller` may resume a run owned by `self`: every field must match exactly.
     ///
     /// # Errors
@@ -191,6 +196,10 @@ pub struct Checkpoint {
     /// The host's record of the run's write-class calls, by request id: what its results' effect facts sum up.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub effects: Vec<EffectEntry>,
+    /// The idempotency key of the `exec` that started the run (`_meta["codemode/idempotencyKey"]`): the run's final
+    /// result is recorded under it, by whichever process finishes the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
     /// Where checkpoints written before these fields were typed kept them, `{"yield": .., "untrusted": ..}`; read
     /// only, and moved into the fields by [`Checkpoint::decode`].
     #[serde(rename = "extra", default, skip_serializing)]
@@ -273,6 +282,7 @@ impl Checkpoint {
             approved_for_run: Vec::new(),
             asked: Vec::new(),
             effects: Vec::new(),
+            idempotency_key: None,
             legacy_extra: None,
         }
     }

@@ -5,6 +5,7 @@
 
 mod approvals;
 mod e2e;
+mod fleet;
 mod lines;
 mod upstream;
 
