@@ -126,7 +126,11 @@ async fn closed_loop(urls: &[String], clients: usize, code: &'static str, second
     }
     let elapsed = started.elapsed();
     all.sort();
-    Figures { throughput: all.len() as f64 / elapsed.as_secs_f64(), p50: percentile(&all, 0.5), p99: percentile(&all, 0.99) }
+    Figures {
+        throughput: all.len() as f64 / elapsed.as_secs_f64(),
+        p50: percentile(&all, 0.5),
+        p99: percentile(&all, 0.99),
+    }
 }
 
 /// Resident memory of a process and all its descendants, in KiB.
@@ -154,7 +158,9 @@ fn workers(pid: u32) -> Vec<u32> {
     children
         .split_whitespace()
         .filter_map(|c| c.parse().ok())
-        .filter(|c| std::fs::read(format!("/proc/{c}/cmdline")).unwrap_or_default().windows(8).any(|w| w == b"__worker"))
+        .filter(|c| {
+            std::fs::read(format!("/proc/{c}/cmdline")).unwrap_or_default().windows(8).any(|w| w == b"__worker")
+        })
         .collect()
 }
 
@@ -178,7 +184,8 @@ fn main() {
         println!("|---|---|---|---|---|---|");
         for clients in [1, 2, 4, 8, 16, 32] {
             for (cell, code) in [("trivial", TRIVIAL), ("10 calls", TEN_CALLS)] {
-                let stores = [("memory", vec![memory.url.clone()]), ("postgres", vec![pg_a.url.clone(), pg_b.url.clone()])];
+                let stores =
+                    [("memory", vec![memory.url.clone()]), ("postgres", vec![pg_a.url.clone(), pg_b.url.clone()])];
                 for (store, urls) in stores {
                     let f = closed_loop(&urls, clients, code, seconds).await;
                     println!(
@@ -217,8 +224,16 @@ fn main() {
             v.sort();
         }
         println!();
-        println!("exec that parks: memory p50 {:.2} ms, postgres p50 {:.2} ms", ms(percentile(&parks_memory, 0.5)), ms(percentile(&parks_pg, 0.5)));
-        println!("resume on the other replica (postgres, replay): p50 {:.2} ms, p99 {:.2} ms", ms(percentile(&resumes, 0.5)), ms(percentile(&resumes, 0.99)));
+        println!(
+            "exec that parks: memory p50 {:.2} ms, postgres p50 {:.2} ms",
+            ms(percentile(&parks_memory, 0.5)),
+            ms(percentile(&parks_pg, 0.5))
+        );
+        println!(
+            "resume on the other replica (postgres, replay): p50 {:.2} ms, p99 {:.2} ms",
+            ms(percentile(&resumes, 0.5)),
+            ms(percentile(&resumes, 0.99))
+        );
 
         // Memory: idle workers, then 32 parked runs (each keeps its live worker for the live window).
         let pid = memory.process.id().expect("gateway pid");

@@ -20,7 +20,8 @@ use codemode_vm::pool::WorkerPool;
 
 pub use results::ResultStore;
 pub use run::{
-    Cell, LiveRun, Waits, abort, cancelled, exec, exec_with, input_failure, start_listener, start_sweeper, wait, wait_with,
+    Cell, LiveRun, Waits, abort, cancelled, exec, exec_with, input_failure, start_listener, start_sweeper, wait,
+    wait_with,
 };
 pub use scope::{CatalogScope, CatalogScopes, MAX_SCOPES};
 

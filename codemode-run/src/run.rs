@@ -205,7 +205,9 @@ pub async fn exec_with(inner: Arc<Inner>, input: ExecInput, scope: RunScope, opt
         let expires_at_ms = inner.clock.now_ms().saturating_add(ttl_ms);
         match inner.runs.backend().idempotency_accept(&scope_key, key, &run_id, expires_at_ms).await {
             Ok(Accepted::New) => {}
-            Ok(Accepted::Existing { run_id, result }) => return already_accepted(&inner, &scope, &run_id, result).await,
+            Ok(Accepted::Existing { run_id, result }) => {
+                return already_accepted(&inner, &scope, &run_id, result).await;
+            }
             Err(e) => return store_failure(&inner, &scope, &e),
         }
     }

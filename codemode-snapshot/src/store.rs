@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use codemode_config::Limits;
 
 use crate::{
-    Checkpoint, CheckpointBackend, Claim, Clock, FleetBackend, LocalFleet, MemoryBackend, RunOwner, StoreError, SystemClock,
-    is_valid_run_id,
+    Checkpoint, CheckpointBackend, Claim, Clock, FleetBackend, LocalFleet, MemoryBackend, RunOwner, StoreError,
+    SystemClock, is_valid_run_id,
 };
 
 /// The reference's process-wide cap on suspended runs (stored runs plus reservations).
@@ -94,7 +94,12 @@ enum SlotKind {
     Reserved,
     /// A run being resumed: its id, the generation claimed (what its next park must write over), when it first
     /// parked, and whether the backend claim is held (so dropping the slot finishes the run there).
-    Resuming { run_id: String, generation: u32, created_at_ms: u64, claimed: bool },
+    Resuming {
+        run_id: String,
+        generation: u32,
+        created_at_ms: u64,
+        claimed: bool,
+    },
     Spent,
 }
 
@@ -307,8 +312,7 @@ impl<L: Send + 'static> RunStore<L> {
         if let Err(e) = self.inner.backend.put(&checkpoint, expected, &self.inner.holder, &scope).await {
             if matches!(e, StoreError::Stale { .. }) {
                 // Not ours any more: the slot is freed without finishing the run another resumer holds.
-                let mut state = self.inner.lock();
-                slot.spend(&mut state);
+                slot.spend(&mut self.inner.lock());
             }
             return Err(e);
         }
@@ -316,22 +320,35 @@ impl<L: Send + 'static> RunStore<L> {
         let receipt =
             ParkReceipt { encoded_len, expires_at_ms: checkpoint.expires_at_ms, generation: checkpoint.generation };
         let run_id = checkpoint.run_id.clone();
-        let mut state = self.inner.lock();
-        if matches!(&slot.kind, SlotKind::Resuming { run_id: id, .. } if state.resuming.get(id) == Some(&true)) {
+        if let Err(live) = self.keep_parked(&mut slot, checkpoint, live, now) {
             // Aborted while the checkpoint was being written: undo the write.
-            slot.spend(&mut state);
-            drop(state);
             drop(live);
             let _ = self.inner.backend.delete(&run_id).await;
             return Err(StoreError::Unavailable);
         }
+        Ok(receipt)
+    }
+
+    /// Turns `slot` into the parked run in memory, or hands `live` back when the run was aborted meanwhile.
+    fn keep_parked(
+        &self,
+        slot: &mut Slot<L>,
+        checkpoint: Checkpoint,
+        live: Option<L>,
+        now: u64,
+    ) -> Result<(), Option<L>> {
+        let mut state = self.inner.lock();
+        if matches!(&slot.kind, SlotKind::Resuming { run_id: id, .. } if state.resuming.get(id) == Some(&true)) {
+            slot.spend(&mut state);
+            return Err(live);
+        }
         slot.spend(&mut state);
-        let replaced = state.parked.insert(run_id, Parked { checkpoint, live, parked_at_ms: now });
+        let replaced = state.parked.insert(checkpoint.run_id.clone(), Parked { checkpoint, live, parked_at_ms: now });
         let expired = state.take_expired(now);
         drop(state);
         drop(replaced);
         self.discard(expired);
-        Ok(receipt)
+        Ok(())
     }
 
     /// Hands a parked run to its resumer, after checking it exists, has not expired, belongs to `caller` and is not
@@ -366,27 +383,7 @@ impl<L: Send + 'static> RunStore<L> {
             return Err(StoreError::Unavailable);
         }
         let now = self.inner.clock.now_ms();
-        let mut state = self.inner.lock();
-        let expired = state.take_expired(now);
-        if state.resuming.contains_key(run_id) {
-            drop(state);
-            self.discard(expired);
-            return Err(StoreError::AlreadyResuming);
-        }
-        let in_memory = match state.parked.get(run_id) {
-            Some(parked) => {
-                if let Err(e) = parked.checkpoint.owner.check(caller).and_then(|()| resumable(&parked.checkpoint)) {
-                    drop(state);
-                    self.discard(expired);
-                    return Err(e);
-                }
-                state.parked.remove(run_id)
-            }
-            None => None,
-        };
-        state.resuming.insert(run_id.to_owned(), false);
-        drop(state);
-        self.discard(expired);
+        let in_memory = self.start_resume(run_id, caller, &resumable, now)?;
         let kind = SlotKind::Resuming { run_id: run_id.to_owned(), generation: 0, created_at_ms: 0, claimed: false };
         let mut guard = Slot { inner: Arc::clone(&self.inner), kind, renewal: None };
 
@@ -472,6 +469,38 @@ impl<L: Send + 'static> RunStore<L> {
         self.inner.backend.save(&checkpoint, &self.inner.holder).await
     }
 
+    /// Marks `run_id` as being resumed here and takes its parked copy out of memory, after the checks that need no
+    /// backend: not already resuming here, and (for a copy in memory) the caller's scope and `resumable`.
+    fn start_resume(
+        &self,
+        run_id: &str,
+        caller: &RunOwner,
+        resumable: &impl Fn(&Checkpoint) -> Result<(), StoreError>,
+        now: u64,
+    ) -> Result<Option<Parked<L>>, StoreError> {
+        let mut state = self.inner.lock();
+        let expired = state.take_expired(now);
+        let result = if state.resuming.contains_key(run_id) {
+            Err(StoreError::AlreadyResuming)
+        } else {
+            match state.parked.get(run_id) {
+                Some(parked) => {
+                    match parked.checkpoint.owner.check(caller).and_then(|()| resumable(&parked.checkpoint)) {
+                        Err(e) => Err(e),
+                        Ok(()) => Ok(state.parked.remove(run_id)),
+                    }
+                }
+                None => Ok(None),
+            }
+        };
+        if result.is_ok() {
+            state.resuming.insert(run_id.to_owned(), false);
+        }
+        drop(state);
+        self.discard(expired);
+        result
+    }
+
     /// Frees a resuming slot that claimed nothing, putting back the run it took from memory (if any).
     fn forget(&self, mut guard: Slot<L>, parked: Option<Parked<L>>) {
         let mut state = self.inner.lock();
@@ -525,21 +554,25 @@ impl<L: Send + 'static> RunStore<L> {
         if !is_valid_run_id(run_id) {
             return Ok(AbortOutcome::Unknown);
         }
+        let outcome = self.abort_here(run_id);
+        let deleted = self.inner.backend.delete(run_id).await?;
+        Ok(match outcome {
+            AbortOutcome::Unknown if deleted => AbortOutcome::Persisted,
+            other => other,
+        })
+    }
+
+    /// The part of [`RunStore::abort`] in this process's memory.
+    fn abort_here(&self, run_id: &str) -> AbortOutcome<L> {
         let mut state = self.inner.lock();
-        let outcome = if let Some(parked) = state.parked.remove(run_id) {
+        if let Some(parked) = state.parked.remove(run_id) {
             AbortOutcome::Parked { live: parked.live }
         } else if let Some(aborted) = state.resuming.get_mut(run_id) {
             *aborted = true;
             AbortOutcome::Resuming
         } else {
             AbortOutcome::Unknown
-        };
-        drop(state);
-        let deleted = self.inner.backend.delete(run_id).await?;
-        Ok(match outcome {
-            AbortOutcome::Unknown if deleted => AbortOutcome::Persisted,
-            other => other,
-        })
+        }
     }
 
     /// Takes the live attachment of a parked run, so its next resume replays. The run itself stays.
@@ -607,8 +640,21 @@ impl<L: Send + 'static> RunStore<L> {
     /// including those parked by other processes sharing the backend), and lets `trim` take what it wants to let
     /// go of (a worker process) from the live attachment of every run parked longer than `live_for`; what `trim`
     /// returns is dropped after the lock is released. Returns how many runs expired here.
-    pub async fn sweep<D>(&self, live_for: std::time::Duration, mut trim: impl FnMut(&mut L) -> Option<D>) -> usize {
+    pub async fn sweep<D>(&self, live_for: std::time::Duration, trim: impl FnMut(&mut L) -> Option<D>) -> usize {
         let now = self.inner.clock.now_ms();
+        let count = self.sweep_here(now, live_for, trim);
+        // Runs parked elsewhere expire here too; a failed sweep is tried again on the next tick.
+        let _ = self.inner.backend.sweep(now).await;
+        count
+    }
+
+    /// The part of [`RunStore::sweep`] that touches only this process's runs (no lock is held across an await).
+    fn sweep_here<D>(
+        &self,
+        now: u64,
+        live_for: std::time::Duration,
+        mut trim: impl FnMut(&mut L) -> Option<D>,
+    ) -> usize {
         let live_for = u64::try_from(live_for.as_millis()).unwrap_or(u64::MAX);
         let mut state = self.inner.lock();
         let expired = state.take_expired(now);
@@ -622,8 +668,6 @@ impl<L: Send + 'static> RunStore<L> {
         drop(trimmed);
         let count = expired.len();
         self.discard(expired);
-        // Runs parked elsewhere expire here too; a failed sweep is tried again on the next tick.
-        let _ = self.inner.backend.sweep(now).await;
         count
     }
 

@@ -54,12 +54,7 @@ pub fn server() -> Result<&'static Server, String> {
 /// The server could not be started or reached, or the database not created.
 pub async fn fresh_database() -> Result<String, String> {
     let server = server()?;
-    let name = format!(
-        "codemode_test_{}_{}_{}",
-        std::process::id(),
-        DATABASES.fetch_add(1, Ordering::SeqCst),
-        nanos()
-    );
+    let name = format!("codemode_test_{}_{}_{}", std::process::id(), DATABASES.fetch_add(1, Ordering::SeqCst), nanos());
     let (client, connection) = tokio_postgres::connect(&server.url("postgres"), tokio_postgres::NoTls)
         .await
         .map_err(|e| format!("cannot reach the test PostgreSQL at {}: {e}", server.url("postgres")))?;

@@ -88,7 +88,8 @@ fn encode(checkpoint: &Checkpoint) -> Vec<u8> {
 }
 
 fn decode(run_id: &str, bytes: &[u8]) -> Result<Checkpoint, StoreError> {
-    let corrupt = |reason: String| StoreError::Backend(format!("run {run_id}: its stored checkpoint is corrupt: {reason}"));
+    let corrupt =
+        |reason: String| StoreError::Backend(format!("run {run_id}: its stored checkpoint is corrupt: {reason}"));
     let checkpoint = Checkpoint::decode(bytes).map_err(corrupt)?;
     if checkpoint.run_id != run_id {
         return Err(StoreError::ForeignCheckpoint { run_id: run_id.to_owned(), found: checkpoint.run_id });
@@ -117,11 +118,8 @@ impl PgStore {
     pub async fn connect(url: &str, options: PgOptions) -> Result<PgStore, StoreError> {
         let config: tokio_postgres::Config =
             url.parse().map_err(|e| StoreError::Backend(format!("the store URL is not a PostgreSQL URL: {e}")))?;
-        let manager = Manager::from_config(
-            config.clone(),
-            NoTls,
-            ManagerConfig { recycling_method: RecyclingMethod::Fast },
-        );
+        let manager =
+            Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
         let pool = Pool::builder(manager)
             .max_size(options.pool_size.max(1))
             .build()
@@ -151,7 +149,12 @@ impl PgStore {
     }
 
     /// Runs one statement and returns the rows it touched.
-    async fn execute(&self, what: &str, sql: &str, params: &[&(dyn tokio_postgres::types::ToSql + Sync)]) -> Result<u64, StoreError> {
+    async fn execute(
+        &self,
+        what: &str,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<u64, StoreError> {
         let client = self.client().await?;
         let statement = client.prepare_cached(sql).await.map_err(db(what))?;
         client.execute(&statement, params).await.map_err(db(what))
@@ -182,9 +185,7 @@ impl PgStore {
     pub async fn truncate(&self) -> Result<(), StoreError> {
         let client = self.client().await?;
         client
-            .batch_execute(
-                "TRUNCATE codemode_runs, codemode_sessions, codemode_results, codemode_idempotency",
-            )
+            .batch_execute("TRUNCATE codemode_runs, codemode_sessions, codemode_results, codemode_idempotency")
             .await
             .map_err(db("truncating the store"))
     }
@@ -405,8 +406,7 @@ impl FleetBackend for PgStore {
     }
 
     async fn delete(&self, run_id: &str) -> Result<bool, StoreError> {
-        let deleted =
-            self.execute("deleting a run", "DELETE FROM codemode_runs WHERE run_id = $1", &[&run_id]).await?;
+        let deleted = self.execute("deleting a run", "DELETE FROM codemode_runs WHERE run_id = $1", &[&run_id]).await?;
         Ok(deleted == 1)
     }
 

@@ -295,7 +295,8 @@ impl CodeModeBuilder {
         };
         let runs = RunStore::fleet(store.clone(), clock.clone(), DEFAULT_MAX_SUSPENDED_RUNS);
         let sessions = SessionStore::new(store.clone());
-        let results = if shared { codemode_run::ResultStore::shared(store) } else { codemode_run::ResultStore::default() };
+        let results =
+            if shared { codemode_run::ResultStore::shared(store) } else { codemode_run::ResultStore::default() };
         let tools_digest = tools_digest(&catalog);
         let inner = Arc::new(Inner {
             limits: self.limits,

@@ -269,7 +269,11 @@ impl Checker<'_> {
                 ));
             }
             None => {
-                return Err(self.err("store.url", "is missing", "write `url = \"postgres://user@host:5432/codemode\"`"));
+                return Err(self.err(
+                    "store.url",
+                    "is missing",
+                    "write `url = \"postgres://user@host:5432/codemode\"`",
+                ));
             }
         };
         let millis = |key: &str| -> Result<Option<u64>, Error> {

@@ -236,7 +236,9 @@ fn idempotency_key(
     Some(match value.as_str() {
         Some(key) if !key.is_empty() && key.len() <= MAX_IDEMPOTENCY_KEY_BYTES => Ok(key.to_owned()),
         _ => Err(ErrorData::invalid_params(
-            format!("_meta[\"{IDEMPOTENCY_KEY}\"] must be a non-empty string of at most {MAX_IDEMPOTENCY_KEY_BYTES} bytes"),
+            format!(
+                "_meta[\"{IDEMPOTENCY_KEY}\"] must be a non-empty string of at most {MAX_IDEMPOTENCY_KEY_BYTES} bytes"
+            ),
             None,
         )),
     })

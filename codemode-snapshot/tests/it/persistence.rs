@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use codemode_bridge::{SettlementValue, WaitReason};
 use codemode_snapshot::{
-    CheckpointBackend, FileBackend, INTERRUPTED_MESSAGE, LocalFleet, ManualClock, PendingRequest, RunStore, SessionStore,
-    StoreError, interrupted_settlements,
+    CheckpointBackend, FileBackend, INTERRUPTED_MESSAGE, LocalFleet, ManualClock, PendingRequest, RunStore,
+    SessionStore, StoreError, interrupted_settlements,
 };
 
 use crate::{Live, T0, checkpoint, owner, ready};
@@ -296,7 +296,10 @@ fn a_wait_with_another_catalog_leaves_the_run_for_the_right_caller() {
 
     // In another process sharing the directory: refused, and the durable copy is still there.
     let second = store(dir.path(), &clock);
-    assert!(matches!(ready(second.begin_resume_if(&id, &owner("s", "r"), other_catalog)), Err(StoreError::DifferentCatalog)));
+    assert!(matches!(
+        ready(second.begin_resume_if(&id, &owner("s", "r"), other_catalog)),
+        Err(StoreError::DifferentCatalog)
+    ));
     assert!(ready(second.backend().get(&id)).unwrap().is_some(), "the durable copy is not consumed");
 
     // The right caller still resumes it.

@@ -38,7 +38,11 @@ fn value_bound_is_64_kib_of_json() {
     let err = ready(s.store("a", "k", json!("x".repeat(65_535)))).err().unwrap();
     assert_eq!(err.to_string(), "store value is 65537 bytes of JSON, over the limit of 65536 bytes");
     assert_eq!(err.code(), ErrorCode::InvalidInput);
-    assert_eq!(ready(s.load("a", "k")).unwrap().unwrap().as_str().unwrap().len(), 65_534, "a refused write changes nothing");
+    assert_eq!(
+        ready(s.load("a", "k")).unwrap().unwrap().as_str().unwrap().len(),
+        65_534,
+        "a refused write changes nothing"
+    );
 }
 
 #[test]

@@ -66,7 +66,7 @@ async fn one_holder_at_a_time_until_release_finish_or_lease_expiry() {
     };
     assert_eq!(cp_b.run_id, id);
     assert!(!store.renew(&id, "a", T + 2 * LEASE).await.unwrap(), "a's claim is gone");
-    assert!(!store.finish(&id, "a", ).await.unwrap(), "a cannot finish a run it no longer holds");
+    assert!(!store.finish(&id, "a",).await.unwrap(), "a cannot finish a run it no longer holds");
 
     // A release gives the run back unchanged.
     store.release(&id, "b").await.unwrap();
@@ -143,7 +143,11 @@ async fn replicas_starting_together_migrate_once() {
     let url = harness::fresh_database().await.unwrap();
     let starts: Vec<_> = (0..6).map(|_| PgStore::connect(&url, options())).collect();
     let stores = futures_join_all(starts).await;
-    assert!(stores.iter().all(Result::is_ok), "{:?}", stores.iter().filter_map(|s| s.as_ref().err()).collect::<Vec<_>>());
+    assert!(
+        stores.iter().all(Result::is_ok),
+        "{:?}",
+        stores.iter().filter_map(|s| s.as_ref().err()).collect::<Vec<_>>()
+    );
     let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
     tokio::spawn(connection);
     let rows = client.query("SELECT version FROM codemode_schema", &[]).await.unwrap();
