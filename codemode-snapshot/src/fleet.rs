@@ -28,7 +28,7 @@ const CHANGES_CAPACITY: usize = 1024;
 #[derive(Debug)]
 pub enum Claim {
     /// The run is now held by the claimer until it parks, finishes or releases it, or the lease expires.
-    Claimed(Checkpoint),
+    Claimed(Box<Checkpoint>),
     /// Another resumer holds it.
     Held {
         /// Who holds it.
@@ -381,7 +381,7 @@ impl FleetBackend for LocalFleet {
         let mut state = self.lock();
         let scope = state.scopes.get(run_id).cloned().unwrap_or_else(|| checkpoint.owner.scope_key());
         state.claimed.insert(run_id.to_owned(), (checkpoint.generation, scope, checkpoint.clone()));
-        Ok(Claim::Claimed(checkpoint))
+        Ok(Claim::Claimed(Box::new(checkpoint)))
     }
 
     async fn renew(&self, run_id: &str, _holder: &str, _now_ms: u64) -> Result<bool, StoreError> {

@@ -389,7 +389,7 @@ impl<L: Send + 'static> RunStore<L> {
 
         let claim = self.inner.backend.claim(run_id, &self.inner.holder, now).await;
         let checkpoint = match claim.and_then(|c| own_claim(run_id, c)) {
-            Ok(Claim::Claimed(checkpoint)) => checkpoint,
+            Ok(Claim::Claimed(checkpoint)) => *checkpoint,
             Ok(Claim::Held { .. }) => {
                 self.forget(guard, in_memory);
                 return Err(StoreError::AlreadyResuming);
@@ -684,7 +684,7 @@ impl<L: Send + 'static> RunStore<L> {
 /// resumes from another run's checkpoint (which would run that run's remaining calls a second time).
 fn own_claim(run_id: &str, claim: Claim) -> Result<Claim, StoreError> {
     match claim {
-        Claim::Claimed(c) => own(run_id, Some(c)).map(|c| c.map_or(Claim::Missing, Claim::Claimed)),
+        Claim::Claimed(c) => own(run_id, Some(*c)).map(|c| c.map_or(Claim::Missing, |c| Claim::Claimed(Box::new(c)))),
         other => Ok(other),
     }
 }

@@ -86,7 +86,7 @@ fn start() -> Result<Server, String> {
     }
     let data = dir.join("data");
     run(
-        &mut pg_command(as_postgres, &bin.join("initdb"))
+        pg_command(as_postgres, &bin.join("initdb"))
             .args(["-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8", "-D"])
             .arg(&data),
         "initdb",
@@ -100,7 +100,7 @@ fn start() -> Result<Server, String> {
         libc::atexit(stop_at_exit);
     }
     run(
-        &mut pg_command(as_postgres, &bin.join("pg_ctl"))
+        pg_command(as_postgres, &bin.join("pg_ctl"))
             .arg("-D")
             .arg(&data)
             .arg("-o")

@@ -324,7 +324,7 @@ impl FleetBackend for PgStore {
             )
             .await?;
         if let Some(row) = rows.first() {
-            return decode(run_id, row.get::<_, &[u8]>(0)).map(Claim::Claimed);
+            return decode(run_id, row.get::<_, &[u8]>(0)).map(|c| Claim::Claimed(Box::new(c)));
         }
         let rows = self
             .query(
