@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs the npm packages the tests drive (real MCP servers, the QuickJS comparison) and the MCP
 # Python SDK's client (into target/py), then runs every test of the workspace (unit, integration, snapshot,
-# property, tidy) with cargo.
+# property, tidy) with cargo, against a throwaway PostgreSQL (scripts/pg.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 npm ci --prefix mcp-servers --no-audit --no-fund --loglevel=error
@@ -17,4 +17,12 @@ cargo build --workspace --bins
 # The embedding example (outside the workspace, sharing its target folder) is built here, before the tests, so that
 # its test only runs it and the corpus's time limits never compete with a compiler.
 CARGO_TARGET_DIR="$PWD/target" cargo build --offline --manifest-path examples/embed/Cargo.toml
+# A throwaway PostgreSQL for the fleet tests (codemode-store-pg, the gateway's --store), stopped when this script
+# ends; a server named by $CODEMODE_TEST_PG_URL is used instead when set.
+if [ -z "${CODEMODE_TEST_PG_URL:-}" ]; then
+  # shellcheck source=scripts/pg.sh
+  source scripts/pg.sh
+  pg_start
+  trap pg_stop EXIT
+fi
 cargo test --workspace --no-fail-fast

@@ -237,28 +237,39 @@ pub(crate) fn dispatch(
         }
         BridgeCall::Store(StoreArgs { key, value }) => {
             *parts.dispatch_started = true;
-            // `undefined` (which JSON leaves out) is stored as `null`.
-            let settled = match inner.sessions.store(session, &key, value.unwrap_or(Value::Null)) {
-                Ok(()) => ok(Value::Null),
-                Err(e) => invalid(e.to_string()),
-            };
-            return settle(parts, settled);
+            let sessions = inner.sessions.clone();
+            let session = session.to_owned();
+            // A local store answers at once (settled below without a task); a shared one runs in a task.
+            Box::pin(async move {
+                // `undefined` (which JSON leaves out) is stored as `null`.
+                match sessions.store(&session, &key, value.unwrap_or(Value::Null)).await {
+                    Ok(()) => ok(Value::Null),
+                    Err(e) => invalid(e.to_string()),
+                }
+            })
         }
         BridgeCall::Load(LoadArgs { key }) => {
-            let settled = match inner.sessions.load(session, &key) {
-                Ok(value) => ok(value.unwrap_or(Value::Null)),
-                Err(e) => invalid(e.to_string()),
-            };
-            return settle(parts, settled);
+            let sessions = inner.sessions.clone();
+            let session = session.to_owned();
+            Box::pin(async move {
+                match sessions.load(&session, &key).await {
+                    Ok(value) => ok(value.unwrap_or(Value::Null)),
+                    Err(e) => invalid(e.to_string()),
+                }
+            })
         }
         BridgeCall::ResultLoad(ResultLoadArgs { id: rid }) => {
-            let settled = match inner.results.load(session, &rid) {
-                Some(value) => ok(value),
-                None => invalid(format!(
-                    "no saved result \"{rid}\" in this session (it expired or was evicted); rerun the cell that produced it"
-                )),
-            };
-            return settle(parts, settled);
+            let results = inner.results.clone();
+            let session = session.to_owned();
+            Box::pin(async move {
+                match results.load(&session, &rid).await {
+                    Ok(Some(value)) => ok(value),
+                    Ok(None) => invalid(format!(
+                        "no saved result \"{rid}\" in this session (it expired or was evicted); rerun the cell that produced it"
+                    )),
+                    Err(e) => invalid(e.to_string()),
+                }
+            })
         }
     };
     // A host that answers at once (a cache, a stub, an in-process tool) is settled here, without a task and the

@@ -19,7 +19,10 @@ use codemode_snapshot::{Clock, RunStore, SessionStore};
 use codemode_vm::pool::WorkerPool;
 
 pub use results::ResultStore;
-pub use run::{Cell, LiveRun, Waits, abort, cancelled, exec, exec_with, input_failure, start_sweeper, wait, wait_with};
+pub use run::{
+    Cell, LiveRun, Waits, abort, cancelled, exec, exec_with, input_failure, start_listener, start_sweeper, wait,
+    wait_with,
+};
 pub use scope::{CatalogScope, CatalogScopes, MAX_SCOPES};
 
 /// Who is calling: runs are scoped to their session and agent run.
@@ -83,6 +86,9 @@ pub struct RunOptions {
     pub answers: Vec<(String, ApprovalDecision)>,
     /// The `exec`'s title.
     pub title: Option<String>,
+    /// The `exec`'s idempotency key: an `exec` whose key the store already accepted (in this scope) returns that
+    /// run's result, or its current state, instead of running the program again.
+    pub idempotency_key: Option<String>,
 }
 
 impl std::fmt::Debug for RunOptions {
@@ -91,6 +97,7 @@ impl std::fmt::Debug for RunOptions {
             .field("approver", &self.approver.is_some())
             .field("answers", &self.answers)
             .field("title", &self.title)
+            .field("idempotency_key", &self.idempotency_key)
             .finish()
     }
 }

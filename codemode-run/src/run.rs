@@ -13,7 +13,9 @@ use codemode_bridge::{
     ApprovalDecision, Approver, BridgeMethod, ByteCharge, CodeModeResult, Completed, EffectFacts, ErrorCode, ErrorKind,
     Failed, FailurePhase, PendingToolCall, Settlement, WaitReason, Waiting,
 };
-use codemode_snapshot::{AskedCall, Checkpoint, EffectEntry, PendingRequest, RunOwner, Slot, StoreError, YieldRequest};
+use codemode_snapshot::{
+    Accepted, AskedCall, Checkpoint, EffectEntry, PendingRequest, RunOwner, Slot, StoreError, YieldRequest,
+};
 use codemode_telemetry::Telemetry;
 use codemode_vm::pool::{Death, WorkerProcess};
 use codemode_vm::protocol::{CellLimits, HostMessage, WorkerMessage};
@@ -56,6 +58,8 @@ pub struct LiveRun {
     handles: BTreeMap<u32, AbortHandle>,
     /// Approvals: who decides them in the current call, and what was decided.
     approvals: RunApprovals,
+    /// The idempotency key of the `exec` that started the run, under which its final result is recorded.
+    idempotency: Option<String>,
 }
 
 /// A decision on a call's approval, sent by the call's task to its run before the task ends.
@@ -203,6 +207,20 @@ pub async fn exec_with(inner: Arc<Inner>, input: ExecInput, scope: RunScope, opt
         Ok(prepared) => prepared,
         Err(e) => return input_failure(&inner, &scope, e.message),
     };
+    let run_id = codemode_snapshot::new_run_id();
+    let idempotency = options.idempotency_key.clone();
+    if let Some(key) = &idempotency {
+        let scope_key = owner_of(&scope).scope_key();
+        let ttl_ms = inner.limits.snapshot_ttl_seconds.saturating_mul(1000);
+        let expires_at_ms = inner.clock.now_ms().saturating_add(ttl_ms);
+        match inner.runs.backend().idempotency_accept(&scope_key, key, &run_id, expires_at_ms).await {
+            Ok(Accepted::New) => {}
+            Ok(Accepted::Existing { run_id, result }) => {
+                return already_accepted(&inner, &scope, &run_id, result).await;
+            }
+            Err(e) => return store_failure(&inner, &scope, &e),
+        }
+    }
     let worker = match inner.pool.checkout() {
         Ok(mut worker) => {
             worker.set_max_message_bytes(message_cap(&cell_limits(&inner)));
@@ -231,7 +249,7 @@ pub async fn exec_with(inner: Arc<Inner>, input: ExecInput, scope: RunScope, opt
     });
     machine.begin(now_ms, inner.limits.timeout_ms);
     let run = LiveRun {
-        run_id: codemode_snapshot::new_run_id(),
+        run_id,
         owner: owner_of(&scope),
         scope: scope_of(&inner, &scope),
         machine,
@@ -239,6 +257,7 @@ pub async fn exec_with(inner: Arc<Inner>, input: ExecInput, scope: RunScope, opt
         in_flight: JoinSet::new(),
         handles: BTreeMap::new(),
         approvals: RunApprovals::new(options, BTreeSet::new()),
+        idempotency,
     };
     // The run takes a place under the cap of suspended runs only when it first dispatches host work.
     finish(inner, run, None).await
@@ -249,39 +268,73 @@ pub async fn exec_with(inner: Arc<Inner>, input: ExecInput, scope: RunScope, opt
 async fn finish(inner: Arc<Inner>, mut run: LiveRun, mut slot: Option<Slot<LiveRun>>) -> CodeModeResult {
     match drive(&inner, &mut run, &mut slot).await {
         Stop::Done(result) => {
-            drop(slot);
+            if let Some(slot) = slot {
+                inner.runs.finish(slot).await;
+            }
             release_worker(&inner, &mut run);
-            *result
+            ended(&inner, &run, *result).await
         }
         Stop::Park(reason) => park(inner, run, slot, reason).await,
     }
 }
 
-fn release_worker(inner: &Inner, run: &mut LiveRun) {
-    match run.worker.take() {
-        Some(worker) if run.machine.cell_reusable() => inner.pool.checkin(worker),
-        // A worker that did not end its cell cleanly is dropped, which kills it (kill_on_drop).
-        _ => inner.pool.replenish(),
+/// What a run that ended leaves in the store before its result is returned: the values `results.load` will read
+/// (on any replica), and the result under the idempotency key of the `exec` that started it.
+async fn ended(inner: &Inner, run: &LiveRun, result: CodeModeResult) -> CodeModeResult {
+    inner.results.flush().await;
+    if let Some(key) = &run.idempotency {
+        let value = serde_json::to_value(&result).expect("results always serialize");
+        // A result that could not be recorded is still returned; a retry with the key then reports the run gone.
+        let _ = inner.runs.backend().idempotency_finish(&run.owner.scope_key(), key, &value).await;
     }
-    run.in_flight.abort_all();
+    result
 }
 
-impl LiveRun {
-    /// Whether the run keeps a worker process.
-    pub fn holds_worker(&self) -> bool {
-        self.worker.is_some()
-    }
-}
-
-async fn park(inner: Arc<Inner>, mut run: LiveRun, slot: Option<Slot<LiveRun>>, reason: WaitReason) -> CodeModeResult {
-    let Some(slot) = slot else {
-        // Only dispatched host work (a tool call, a timer, a yield) parks a run, and the first dispatch reserved.
-        let message = "code mode run parked without a place among the suspended runs".to_owned();
-        let result = fail(&inner, &mut run, ErrorCode::InternalError, FailurePhase::Host, message);
-        release_worker(&inner, &mut run);
+/// The answer to an `exec` whose idempotency key the store accepted before: the run's final result if it ended,
+/// else its current state (waiting, with the pending calls it parked with), else a failure naming the run.
+async fn already_accepted(inner: &Inner, scope: &RunScope, run_id: &str, result: Option<Value>) -> CodeModeResult {
+    if let Some(result) = result.and_then(|r| serde_json::from_value::<CodeModeResult>(r).ok()) {
         return result;
+    }
+    let parked = match inner.runs.backend().get(run_id).await {
+        Ok(parked) => parked,
+        Err(e) => return store_failure(inner, scope, &e),
     };
-    let machine = &mut run.machine;
+    let telemetry = telemetry(inner, &scope_of(inner, scope));
+    match parked {
+        Some(checkpoint) if checkpoint.owner == owner_of(scope) => CodeModeResult::Waiting(Waiting {
+            run_id: run_id.to_owned(),
+            reason: checkpoint.reason,
+            pending_tool_calls: checkpoint
+                .pending
+                .iter()
+                .map(|p| PendingToolCall { id: format!("bridge:{}:{}", p.method, p.id), method: p.method.clone() })
+                .collect(),
+            pending_approvals: checkpoint.asked.iter().map(|a| a.approval.clone()).collect(),
+            replay_safe: false,
+            warnings: untrusted_warnings(checkpoint.untrusted),
+            output: Vec::new(),
+            telemetry,
+        }),
+        _ => with_effects(
+            CodeModeResult::failed(
+                ErrorCode::InvalidInput,
+                FailurePhase::Input,
+                format!(
+                    "an exec with this idempotency key was already accepted as run {run_id}, which is running now \
+                     or has ended without a recorded result; call wait with runId {run_id} instead of repeating \
+                     the exec"
+                ),
+                telemetry,
+            ),
+            unknown_effects(),
+        ),
+    }
+}
+
+/// The checkpoint of a run as it stands: its journal and everything else a replay needs.
+fn checkpoint_of(inner: &Inner, run: &LiveRun, reason: WaitReason) -> Checkpoint {
+    let machine = &run.machine;
     let mut checkpoint = Checkpoint::new(
         run.run_id.clone(),
         run.owner.clone(),
@@ -311,6 +364,58 @@ async fn park(inner: Arc<Inner>, mut run: LiveRun, slot: Option<Slot<LiveRun>>, 
     checkpoint.effects =
         machine.effects.iter().map(|(id, effect)| EffectEntry { id: *id, effect: effect.clone() }).collect();
     checkpoint.approved_for_run = crate::dispatch::lock(&run.approvals.approved).iter().cloned().collect();
+    checkpoint.idempotency_key = run.idempotency.clone();
+    checkpoint
+}
+
+/// Before a resumed run in a shared store dispatches `request`, writes the run's checkpoint with that request in
+/// flight (under its claim): if this replica dies while the request runs, the replica that takes the run over
+/// settles it as `interrupted` instead of running it again. `Err` when the claim was lost to another replica.
+async fn record_dispatch(
+    inner: &Inner,
+    run: &LiveRun,
+    slot: &Slot<LiveRun>,
+    request: &codemode_bridge::BridgeRequest,
+    digest: u64,
+) -> Result<(), StoreError> {
+    let mut checkpoint = checkpoint_of(inner, run, WaitReason::PendingTools);
+    // Output not yet handed to a caller is produced again by the replay.
+    checkpoint.delivered_output = run.machine.emitted.saturating_sub(run.machine.new_output.len());
+    checkpoint.pending.push(PendingRequest {
+        id: request.id,
+        method: request.method().as_str().to_owned(),
+        args_digest: digest,
+        due_ms: None,
+    });
+    inner.runs.record(slot, checkpoint, &inner.limits).await
+}
+
+fn release_worker(inner: &Inner, run: &mut LiveRun) {
+    match run.worker.take() {
+        Some(worker) if run.machine.cell_reusable() => inner.pool.checkin(worker),
+        // A worker that did not end its cell cleanly is dropped, which kills it (kill_on_drop).
+        _ => inner.pool.replenish(),
+    }
+    run.in_flight.abort_all();
+}
+
+impl LiveRun {
+    /// Whether the run keeps a worker process.
+    pub fn holds_worker(&self) -> bool {
+        self.worker.is_some()
+    }
+}
+
+async fn park(inner: Arc<Inner>, mut run: LiveRun, slot: Option<Slot<LiveRun>>, reason: WaitReason) -> CodeModeResult {
+    let Some(slot) = slot else {
+        // Only dispatched host work (a tool call, a timer, a yield) parks a run, and the first dispatch reserved.
+        let message = "code mode run parked without a place among the suspended runs".to_owned();
+        let result = fail(&inner, &mut run, ErrorCode::InternalError, FailurePhase::Host, message);
+        release_worker(&inner, &mut run);
+        return result;
+    };
+    let mut checkpoint = checkpoint_of(&inner, &run, reason);
+    let machine = &mut run.machine;
     let pending_approvals = machine.asked.values().map(|a| a.approval.clone()).collect();
     checkpoint.call_counts = machine.call_counts;
     let effects = machine.effect_facts(true, false);
@@ -336,7 +441,7 @@ async fn park(inner: Arc<Inner>, mut run: LiveRun, slot: Option<Slot<LiveRun>>, 
         inner.pool.replenish_after(REPLENISH_AFTER_PARK);
     }
     let limits = inner.limits.clone();
-    match inner.runs.park(slot, checkpoint, Some(run), &limits) {
+    match inner.runs.park(slot, checkpoint, Some(run), &limits).await {
         Ok(_) => CodeModeResult::Waiting(Waiting {
             run_id,
             reason,
@@ -370,10 +475,37 @@ pub fn start_sweeper(inner: &Arc<Inner>, live_window: Duration) {
         loop {
             tokio::time::sleep(every).await;
             let Some(inner) = inner.upgrade() else { return };
-            inner.runs.sweep(live_window, |run: &mut LiveRun| {
-                run.machine.detach_cell();
-                run.worker.take()
-            });
+            inner
+                .runs
+                .sweep(live_window, |run: &mut LiveRun| {
+                    run.machine.detach_cell();
+                    run.worker.take()
+                })
+                .await;
+        }
+    });
+}
+
+/// Listens for runs changed by another process sharing the store (a wake-up): a run this process holds parked at
+/// an older generation, or one that is gone, drops its live worker at once instead of at its next `wait` or TTL.
+/// It stops when the engine is dropped.
+pub fn start_listener(inner: &Arc<Inner>) {
+    let mut changes = inner.runs.backend().subscribe();
+    let inner = Arc::downgrade(inner);
+    tokio::spawn(async move {
+        loop {
+            let change = match changes.recv().await {
+                Ok(change) => change,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            };
+            let Some(inner) = inner.upgrade() else { return };
+            if let Some(mut run) = inner.runs.changed_elsewhere(&change.run_id, change.generation) {
+                run.in_flight.abort_all();
+                if run.worker.take().is_some() {
+                    inner.pool.replenish();
+                }
+            }
         }
     });
 }
@@ -395,7 +527,7 @@ pub async fn wait_with(inner: Arc<Inner>, run_id: &str, scope: RunScope, options
         if checkpoint.tools_digest == tools_digest { Ok(()) } else { Err(StoreError::DifferentCatalog) }
     };
     let caller = owner_of(&scope);
-    let resumed = match inner.runs.begin_resume_if(run_id, &caller, resumable) {
+    let resumed = match inner.runs.begin_resume_if(run_id, &caller, resumable).await {
         Ok(resumed) => resumed,
         Err(e) => return store_failure(&inner, &scope, &concealed(&inner, run_id, &scope, &caller, e)),
     };
@@ -425,6 +557,7 @@ pub async fn wait_with(inner: Arc<Inner>, run_id: &str, scope: RunScope, options
                 in_flight: JoinSet::new(),
                 handles: BTreeMap::new(),
                 approvals: RunApprovals::new(options, checkpoint.approved_for_run.iter().cloned().collect()),
+                idempotency: checkpoint.idempotency_key.clone(),
             }
         }
     };
@@ -451,9 +584,11 @@ pub async fn wait_with(inner: Arc<Inner>, run_id: &str, scope: RunScope, options
     };
     match stop {
         Stop::Done(result) => {
-            drop(slot);
+            if let Some(slot) = slot {
+                inner.runs.finish(slot).await;
+            }
             release_worker(&inner, &mut run);
-            *result
+            ended(&inner, &run, *result).await
         }
         Stop::Park(reason) => park(inner.clone(), run, slot, reason).await,
     }
@@ -562,7 +697,7 @@ pub async fn abort(inner: Arc<Inner>, run_id: &str) -> CodeModeResult {
             telemetry(&inner, scope),
         )
     };
-    match inner.runs.abort(run_id) {
+    match inner.runs.abort(run_id).await {
         Ok(codemode_snapshot::AbortOutcome::Unknown) => store_failure(&inner, &unowned, &StoreError::Unavailable),
         Ok(codemode_snapshot::AbortOutcome::Parked { live: Some(mut run) }) => {
             run.in_flight.abort_all();
@@ -672,6 +807,13 @@ async fn drive(inner: &Arc<Inner>, run: &mut LiveRun, slot: &mut Option<Slot<Liv
                 }
             }
             Command::Dispatch(request, digest) => {
+                if let Some(claimed) = slot.as_ref().filter(|s| inner.runs.records(s))
+                    && let Err(e) = record_dispatch(inner, run, claimed, &request, digest.0).await
+                {
+                    let message = format!("the run's call was not dispatched: {e}");
+                    run.machine.handle(Event::Refused { code: e.code(), phase: FailurePhase::Host, message });
+                    continue;
+                }
                 if slot.is_none() {
                     match inner.runs.reserve() {
                         Ok(reserved) => *slot = Some(reserved),

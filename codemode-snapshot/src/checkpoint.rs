@@ -56,6 +56,11 @@ pub struct RunOwner {
 }
 
 impl RunOwner {
+    /// The string a fleet backend indexes the run under (who may see it): the session, or empty for none.
+    pub fn scope_key(&self) -> String {
+        self.session_id.clone().unwrap_or_default()
+    }
+
     /// Checks that `caller` may resume a run owned by `self`: every field must match exactly.
     ///
     /// # Errors
@@ -194,6 +199,10 @@ pub struct Checkpoint {
     /// The run's settled nested tool calls (reads and writes) by effect status.
     #[serde(default, skip_serializing_if = "CallCounts::is_empty")]
     pub call_counts: CallCounts,
+    /// The idempotency key of the `exec` that started the run (`_meta["codemode/idempotencyKey"]`): the run's final
+    /// result is recorded under it, by whichever process finishes the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
     /// Where checkpoints written before these fields were typed kept them, `{"yield": .., "untrusted": ..}`; read
     /// only, and moved into the fields by [`Checkpoint::decode`].
     #[serde(rename = "extra", default, skip_serializing)]
@@ -277,6 +286,7 @@ impl Checkpoint {
             asked: Vec::new(),
             effects: Vec::new(),
             call_counts: CallCounts::default(),
+            idempotency_key: None,
             legacy_extra: None,
         }
     }

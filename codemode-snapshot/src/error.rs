@@ -82,6 +82,23 @@ pub enum StoreError {
         /// The run id inside the checkpoint.
         found: String,
     },
+    /// A park lost a compare-and-set: the run was parked again, finished, aborted or claimed by another resumer
+    /// since this one claimed it, so this (older) state is not written.
+    #[error(
+        "code mode run {run_id} changed while it was being resumed (generation {stored}, expected {expected}); this \
+         resume's state was not saved. Call wait again to continue from the newer state."
+    )]
+    Stale {
+        /// The run.
+        run_id: String,
+        /// The generation the writer claimed.
+        expected: u32,
+        /// The generation stored now (0: none).
+        stored: u32,
+    },
+    /// The shared store (a database) failed or could not be reached.
+    #[error("run store backend failed: {0}")]
+    Backend(String),
     /// A stored file could not be decoded.
     #[error("corrupt state file {path}: {reason}")]
     Corrupt {
@@ -105,6 +122,8 @@ impl StoreError {
             | StoreError::ValueTooLarge { .. }
             | StoreError::TooManyKeys { .. } => ErrorCode::InvalidInput,
             StoreError::SnapshotTooLarge { .. } => ErrorCode::SnapshotLimitExceeded,
+            StoreError::Stale { .. } => ErrorCode::InvalidInput,
+            StoreError::Backend(_) => ErrorCode::RuntimeUnavailable,
             StoreError::DifferentCatalog => ErrorCode::RuntimeUnavailable,
             StoreError::InvalidRunId(_)
             | StoreError::Io { .. }

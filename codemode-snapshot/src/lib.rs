@@ -1,6 +1,7 @@
 //! The run store of code mode: checkpoints of suspended runs (journals, not heaps), the process-wide cap of 64
 //! suspended runs, TTL expiry, run/session scoping with one resume in flight per run, durable backends so a run
-//! can be resumed by another process, and the per-session `store`/`load` values.
+//! can be resumed by another process, the fleet backend interface a shared store (a database) implements, and the
+//! per-session `store`/`load` values.
 //!
 //! It does not run guest code or tools: the facade replays a checkpoint in a worker. Invariant: a run is resumed at
 //! most once per checkpoint, so a tool call is never silently executed twice.
@@ -9,6 +10,7 @@ mod backend;
 mod checkpoint;
 mod clock;
 mod error;
+mod fleet;
 mod session;
 mod store;
 
@@ -21,5 +23,6 @@ pub use checkpoint::{
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::StoreError;
+pub use fleet::{Accepted, Claim, DEFAULT_LEASE_MS, FleetBackend, LocalFleet, MAX_RESULTS_PER_SESSION, RunChange};
 pub use session::{SessionLimits, SessionStore};
 pub use store::{AbortOutcome, DEFAULT_MAX_SUSPENDED_RUNS, Expired, ParkReceipt, Resumed, RunStore, Slot};

@@ -3,13 +3,14 @@
 //!
 //! Invariant: a session never holds more than `max_keys` keys, no key is longer than `max_key_chars` characters and
 //! no value encodes to more than `max_value_bytes`; a refused write changes nothing. Writes are read-modify-write
-//! of the session's document, serialized within the process (last writer wins across processes).
+//! of the session's document in a local backend, serialized within the process (last writer wins across
+//! processes), and one row per key in a database backend.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::{MemoryBackend, SessionBackend, StoreError};
+use crate::{FleetBackend, LocalFleet, StoreError};
 
 /// Bounds of one session's values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,25 +32,24 @@ impl Default for SessionLimits {
 /// Per-session key/value store backing the guest's `store` and `load`.
 #[derive(Clone)]
 pub struct SessionStore {
-    backend: Arc<dyn SessionBackend>,
+    backend: Arc<dyn FleetBackend>,
     limits: SessionLimits,
-    write: Arc<Mutex<()>>,
 }
 
 impl SessionStore {
     /// A store over `backend` with the default limits.
-    pub fn new(backend: Arc<dyn SessionBackend>) -> Self {
+    pub fn new(backend: Arc<dyn FleetBackend>) -> Self {
         SessionStore::with_limits(backend, SessionLimits::default())
     }
 
     /// A store over `backend` with other limits.
-    pub fn with_limits(backend: Arc<dyn SessionBackend>, limits: SessionLimits) -> Self {
-        SessionStore { backend, limits, write: Arc::new(Mutex::new(())) }
+    pub fn with_limits(backend: Arc<dyn FleetBackend>, limits: SessionLimits) -> Self {
+        SessionStore { backend, limits }
     }
 
     /// A store kept in this process only.
     pub fn in_memory() -> Self {
-        SessionStore::new(Arc::new(MemoryBackend::new()))
+        SessionStore::new(Arc::new(LocalFleet::memory()))
     }
 
     /// The limits.
@@ -62,19 +62,13 @@ impl SessionStore {
     /// # Errors
     ///
     /// `KeyLength`, `ValueTooLarge` or `TooManyKeys` past a bound (code `invalid_input`), or a backend error.
-    pub fn store(&self, session: &str, key: &str, value: Value) -> Result<(), StoreError> {
+    pub async fn store(&self, session: &str, key: &str, value: Value) -> Result<(), StoreError> {
         self.check_key(key)?;
         let size = serde_json::to_vec(&value).expect("JSON values always serialize").len();
         if size > self.limits.max_value_bytes {
             return Err(StoreError::ValueTooLarge { size, max: self.limits.max_value_bytes });
         }
-        let _write = self.write.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut values = self.backend.load_session(session)?;
-        if !values.contains_key(key) && values.len() >= self.limits.max_keys {
-            return Err(StoreError::TooManyKeys { max: self.limits.max_keys });
-        }
-        values.insert(key.to_owned(), value);
-        self.backend.save_session(session, &values)
+        self.backend.session_put(session, key, &value, self.limits.max_keys).await
     }
 
     /// The value stored under `key` in `session`, `None` when there is none.
@@ -82,9 +76,9 @@ impl SessionStore {
     /// # Errors
     ///
     /// `KeyLength` for an empty or too long key, or a backend error.
-    pub fn load(&self, session: &str, key: &str) -> Result<Option<Value>, StoreError> {
+    pub async fn load(&self, session: &str, key: &str) -> Result<Option<Value>, StoreError> {
         self.check_key(key)?;
-        Ok(self.backend.load_session(session)?.remove(key))
+        self.backend.session_get(session, key).await
     }
 
     /// Removes `key` from `session`; `true` when it was there.
@@ -92,15 +86,9 @@ impl SessionStore {
     /// # Errors
     ///
     /// `KeyLength` for an empty or too long key, or a backend error.
-    pub fn remove(&self, session: &str, key: &str) -> Result<bool, StoreError> {
+    pub async fn remove(&self, session: &str, key: &str) -> Result<bool, StoreError> {
         self.check_key(key)?;
-        let _write = self.write.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut values = self.backend.load_session(session)?;
-        if values.shift_remove(key).is_none() {
-            return Ok(false);
-        }
-        self.backend.save_session(session, &values)?;
-        Ok(true)
+        self.backend.session_remove(session, key).await
     }
 
     /// The keys of `session`, in insertion order.
@@ -108,8 +96,8 @@ impl SessionStore {
     /// # Errors
     ///
     /// A backend error.
-    pub fn keys(&self, session: &str) -> Result<Vec<String>, StoreError> {
-        Ok(self.backend.load_session(session)?.keys().cloned().collect())
+    pub async fn keys(&self, session: &str) -> Result<Vec<String>, StoreError> {
+        self.backend.session_keys(session).await
     }
 
     /// Removes every value of `session` (at session end).
@@ -117,9 +105,8 @@ impl SessionStore {
     /// # Errors
     ///
     /// A backend error.
-    pub fn clear(&self, session: &str) -> Result<(), StoreError> {
-        let _write = self.write.lock().unwrap_or_else(PoisonError::into_inner);
-        self.backend.save_session(session, &serde_json::Map::new())
+    pub async fn clear(&self, session: &str) -> Result<(), StoreError> {
+        self.backend.session_clear(session).await
     }
 
     fn check_key(&self, key: &str) -> Result<(), StoreError> {

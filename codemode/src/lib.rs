@@ -64,7 +64,9 @@ pub use codemode_vm::confine::Confinement;
 
 use codemode_bridge::{CallProgress, ProgressHook};
 use codemode_catalog::{Catalog, CatalogOptions};
-use codemode_snapshot::{CheckpointBackend, FileBackend, MemoryBackend, RunStore, SessionStore, SystemClock};
+use codemode_snapshot::{
+    DEFAULT_MAX_SUSPENDED_RUNS, FileBackend, FleetBackend, LocalFleet, RunStore, SessionStore, SystemClock,
+};
 use codemode_vm::pool::{PoolConfig, WorkerCommand, WorkerPool};
 use codemode_vm::protocol::{GuestApiFile, GuestGlobals, GuestNamespace};
 
@@ -113,6 +115,7 @@ pub struct CodeModeBuilder {
     denied: Vec<String>,
     host: Option<Arc<dyn ToolHost>>,
     state_dir: Option<PathBuf>,
+    store: Option<Arc<dyn FleetBackend>>,
     worker: Option<WorkerCommand>,
     warm_workers: Option<usize>,
     confinement: Confinement,
@@ -186,6 +189,14 @@ impl CodeModeBuilder {
     /// Keeps suspended runs and the session store on disk under `dir`, so another process can resume them.
     pub fn state_dir(mut self, dir: Option<PathBuf>) -> Self {
         self.state_dir = dir;
+        self
+    }
+
+    /// Keeps suspended runs, session values, result references and idempotency keys in `store`, a backend that
+    /// several engines (gateway replicas) may share, such as `codemode-store-pg`'s PostgreSQL store: any of them
+    /// can then resume any run. It replaces [`state_dir`](Self::state_dir).
+    pub fn store(mut self, store: Arc<dyn FleetBackend>) -> Self {
+        self.store = Some(store);
         self
     }
 
@@ -276,18 +287,16 @@ impl CodeModeBuilder {
         pool.check()?;
         pool.fill()?;
         let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
-        let (runs, sessions) = match &self.state_dir {
-            Some(dir) => {
-                let backend = Arc::new(FileBackend::open(dir.clone())?);
-                let runs = RunStore::new(backend.clone() as Arc<dyn CheckpointBackend>, clock.clone());
-                (runs, SessionStore::new(backend))
-            }
-            None => {
-                let backend = Arc::new(MemoryBackend::new());
-                let runs = RunStore::new(backend.clone() as Arc<dyn CheckpointBackend>, clock.clone());
-                (runs, SessionStore::new(backend))
-            }
+        let shared = self.store.is_some();
+        let store: Arc<dyn FleetBackend> = match (self.store, &self.state_dir) {
+            (Some(store), _) => store,
+            (None, Some(dir)) => Arc::new(LocalFleet::directory(FileBackend::open(dir.clone())?)),
+            (None, None) => Arc::new(LocalFleet::memory()),
         };
+        let runs = RunStore::fleet(store.clone(), clock.clone(), DEFAULT_MAX_SUSPENDED_RUNS);
+        let sessions = SessionStore::new(store.clone());
+        let results =
+            if shared { codemode_run::ResultStore::shared(store) } else { codemode_run::ResultStore::default() };
         let tools_digest = tools_digest(&catalog);
         let inner = Arc::new(Inner {
             limits: self.limits,
@@ -298,7 +307,7 @@ impl CodeModeBuilder {
             sessions,
             tools_digest,
             replay_on_resume: self.replay_on_resume,
-            results: Arc::new(codemode_run::ResultStore::default()),
+            results: Arc::new(results),
             clock,
             entropy: Arc::new(codemode_run::OsEntropy),
             journals: codemode_bridge::SharedBytes::new(self.host_journal_bytes.unwrap_or(DEFAULT_HOST_JOURNAL_BYTES)),
@@ -308,6 +317,7 @@ impl CodeModeBuilder {
             approver: self.approver,
         });
         codemode_run::start_sweeper(&inner, self.live_window.unwrap_or(DEFAULT_LIVE_WINDOW));
+        codemode_run::start_listener(&inner);
         let per_run =
             Arc::new(PerRun { tools: self.tools, options, pool: pool_config, recent: Mutex::new(Vec::new()) });
         Ok(CodeMode { inner, per_run })
@@ -330,6 +340,10 @@ pub struct ExecOptions {
     pub approver: Option<Arc<dyn Approver>>,
     /// Answers to the approvals a parked run waits for (`Waiting::pending_approvals`), by call id.
     pub answers: Vec<(String, ApprovalDecision)>,
+    /// The `exec`'s idempotency key (a gateway reads `_meta["codemode/idempotencyKey"]`): an `exec` with a key the
+    /// store already accepted in the caller's scope returns that run's result, or its current state, instead of
+    /// running the program twice. Keys are kept for `snapshotTtlSeconds`.
+    pub idempotency_key: Option<String>,
 }
 
 impl std::fmt::Debug for ExecOptions {
@@ -338,11 +352,18 @@ impl std::fmt::Debug for ExecOptions {
             .field("client_tools", &self.client_tools)
             .field("approver", &self.approver.is_some())
             .field("answers", &self.answers)
+            .field("idempotency_key", &self.idempotency_key)
             .finish()
     }
 }
 
 impl ExecOptions {
+    /// Options with an idempotency key for [`CodeMode::exec_with`].
+    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+
     /// Options with these client tools.
     pub fn client_tools(mut self, tools: Vec<ToolDefinition>) -> Self {
         self.client_tools = tools;
@@ -364,7 +385,12 @@ impl ExecOptions {
     }
 
     fn run_options(&self, title: Option<String>) -> codemode_run::RunOptions {
-        codemode_run::RunOptions { approver: self.approver.clone(), answers: self.answers.clone(), title }
+        codemode_run::RunOptions {
+            approver: self.approver.clone(),
+            answers: self.answers.clone(),
+            title,
+            idempotency_key: self.idempotency_key.clone(),
+        }
     }
 }
 

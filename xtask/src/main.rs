@@ -24,6 +24,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("codemode-source", 2),
     ("codemode-vm", 3),
     ("codemode-snapshot", 3),
+    ("codemode-store-pg", 4),
     ("codemode-run", 4),
     ("codemode-surface", 4),
     ("codemode", 5),

@@ -72,7 +72,24 @@ pub struct GatewayConfig {
     pub policy: Policy,
     /// Who may call the gateway over HTTP (`[auth]`; TOML only). `None`: no authentication, loopback only.
     pub auth: Option<AuthSettings>,
+    /// The shared run store of a fleet of replicas (`[store]`), if set.
+    pub store: Option<StoreConfig>,
 }
+
+/// The `[store]` table: where a fleet of gateway replicas keeps suspended runs, session values, result references
+/// and idempotency keys.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreConfig {
+    /// `postgres://user@host:port/database` (libpq's `key=value` form works too).
+    pub url: String,
+    /// How long a replica's claim on a run lasts without renewal (`lease_ms`, default 30000): how soon another
+    /// replica takes over the runs of one that died.
+    pub lease_ms: u64,
+    /// How long a parked run is kept (`ttl_ms`); `limits.snapshotTtlSeconds` when absent.
+    pub ttl_ms: Option<u64>,
+}
+
+const STORE_KEYS: [&str; 3] = ["url", "lease_ms", "ttl_ms"];
 
 /// The `[auth]` table: bearer tokens the HTTP gateway accepts, and the limits each principal gets.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -144,7 +161,7 @@ enum Format {
     Json,
 }
 
-const TOML_TOP_KEYS: [&str; 6] = ["limits", "servers", "state_dir", "confinement", "policy", "auth"];
+const TOML_TOP_KEYS: [&str; 7] = ["limits", "servers", "state_dir", "confinement", "policy", "auth", "store"];
 const TOML_SERVER_KEYS: [&str; 7] = ["command", "args", "env", "url", "startup", "deny", "direct"];
 
 impl GatewayConfig {
@@ -260,6 +277,17 @@ impl Checker<'_> {
             Some(value) if self.format == Format::Toml => Some(self.auth(value)?),
             _ => None,
         };
+        let store = match root.get("store") {
+            None => None,
+            Some(value) => Some(self.store(value)?),
+        };
+        if store.is_some() && state_dir.is_some() {
+            return Err(self.err(
+                state_key,
+                "is set together with [store]",
+                "keep [store] for a fleet of replicas, or state_dir for one machine, not both",
+            ));
+        }
         let servers = match root.get(servers_key) {
             None => {
                 return Err(self.err(
@@ -287,7 +315,55 @@ impl Checker<'_> {
         if out.is_empty() {
             return Err(self.err(servers_key, "names no enabled server", "add at least one server"));
         }
-        Ok(GatewayConfig { file: self.file.to_path_buf(), limits, servers: out, state_dir, confinement, policy, auth })
+        Ok(GatewayConfig { file: self.file.to_path_buf(), limits, servers: out, state_dir, confinement, policy, auth, store })
+    }
+
+    fn store(&self, value: &Value) -> Result<StoreConfig, Error> {
+        let Value::Object(map) = value else {
+            return Err(self.err("store", "must be a table", "write `[store]` with `url = \"postgres://...\"`"));
+        };
+        for key in map.keys() {
+            if !STORE_KEYS.contains(&key.as_str()) {
+                return Err(self.unknown_key(&format!("store.{key}"), key, &STORE_KEYS));
+            }
+        }
+        let url = match map.get("url") {
+            Some(Value::String(url)) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+                url.clone()
+            }
+            Some(other) => {
+                return Err(self.err(
+                    "store.url",
+                    format!("is {other}, not a postgres:// URL"),
+                    "write `url = \"postgres://user@host:5432/codemode\"`",
+                ));
+            }
+            None => {
+                return Err(self.err(
+                    "store.url",
+                    "is missing",
+                    "write `url = \"postgres://user@host:5432/codemode\"`",
+                ));
+            }
+        };
+        let millis = |key: &str| -> Result<Option<u64>, Error> {
+            match map.get(key) {
+                None => Ok(None),
+                Some(v) => match v.as_u64() {
+                    Some(n) if n > 0 => Ok(Some(n)),
+                    _ => Err(self.err(
+                        &format!("store.{key}"),
+                        format!("must be a positive number of milliseconds, not {v}"),
+                        "write a whole number",
+                    )),
+                },
+            }
+        };
+        Ok(StoreConfig {
+            url,
+            lease_ms: millis("lease_ms")?.unwrap_or(codemode::snapshot::DEFAULT_LEASE_MS),
+            ttl_ms: millis("ttl_ms")?,
+        })
     }
 
     fn limits(&self, value: &Value) -> Result<Limits, Error> {

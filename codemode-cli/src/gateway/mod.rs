@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use config::{GatewayConfig, ServerConfig, Startup, Transport};
+pub use config::{GatewayConfig, ServerConfig, Startup, StoreConfig, Transport};
 pub use server::{Gateway, GatewayServer};
 pub use upstream::UpstreamManager;
 
@@ -73,8 +73,12 @@ pub struct GatewayArgs {
     #[arg(long, value_name = "ADDR")]
     pub http: Option<SocketAddr>,
     /// Keep suspended runs in this directory (overrides the config's `state_dir`).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "store")]
     pub state_dir: Option<PathBuf>,
+    /// Keep suspended runs, session values and result references in this PostgreSQL database, shared by every
+    /// replica started with it (overrides the config's `[store] url`).
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
     /// How workers confine themselves: required (default), best-effort or off (overrides the config's
     /// `confinement`).
     #[arg(long, value_name = "MODE", value_parser = parse_confinement)]
@@ -133,6 +137,13 @@ pub async fn run_gateway(args: GatewayArgs) -> anyhow::Result<()> {
         }
         _ => None,
     };
+    if let Some(url) = args.store {
+        config.store = Some(match config.store.take() {
+            Some(store) => StoreConfig { url, ..store },
+            None => StoreConfig { url, lease_ms: codemode::snapshot::DEFAULT_LEASE_MS, ttl_ms: None },
+        });
+        config.state_dir = None;
+    }
     let state_dir = args.state_dir.or_else(|| config.state_dir.clone());
     let gateway = server::Gateway::start(&config, state_dir).await?;
     let served = match args.http {

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use codemode::vm::pool::WorkerCommand;
 use codemode::{CodeMode, ExecOptions, RunScope};
 use codemode_bridge::{CodeModeResult, ToolHost};
+use codemode_store_pg::{PgOptions, PgStore};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, InputRequiredResult,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -82,12 +83,20 @@ impl Gateway {
             }
         }
         let host: Arc<dyn ToolHost> = upstream.clone();
-        let code_mode = CodeMode::builder()
+        let mut builder = CodeMode::builder();
+        if let Some(store) = &config.store {
+            let options = PgOptions { lease_ms: store.lease_ms, ttl_ms: store.ttl_ms, ..PgOptions::default() };
+            let pg = PgStore::connect(&store.url, options)
+                .await
+                .map_err(|e| Error::Engine(format!("[store] url {}: {e}", redact_url(&store.url))))?;
+            builder = builder.store(Arc::new(pg));
+        }
+        let code_mode = builder
             .limits(config.limits.clone())
             .tools(definitions)
             .host(host)
             .policy(config.policy.clone())
-            .state_dir(state_dir)
+            .state_dir(if config.store.is_some() { None } else { state_dir })
             .confinement(config.confinement)
             .worker(WorkerCommand::current_exe(&[WORKER_ARG]).map_err(|e| Error::Engine(e.to_string()))?)
             .build()
@@ -147,6 +156,7 @@ impl Gateway {
     async fn call(
         &self,
         request: CallToolRequestParams,
+        meta: &rmcp::model::RequestMetaObject,
         scope: RunScope,
         approvals: Channel,
         cancelled: impl std::future::Future<Output = ()>,
@@ -178,6 +188,15 @@ impl Gateway {
         let mut options = ExecOptions::default();
         if let Some(approver) = approvals.approver() {
             options = options.approver(approver);
+        }
+        if let Some(key) = idempotency_key(&request, meta) {
+            if name != "exec" {
+                return Err(ErrorData::invalid_params(
+                    format!("{IDEMPOTENCY_KEY} applies to exec only, not {name}; drop it"),
+                    None,
+                ));
+            }
+            options = options.idempotency_key(key?);
         }
         let owner = scope.session_id.clone();
         // A retry that answers an input-required result resumes the run it names, whatever the tool's arguments.
@@ -238,6 +257,44 @@ impl Gateway {
 
     fn tool_names(&self) -> String {
         self.tools.iter().map(|t| t.name.as_ref()).collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// The `_meta` key of an `exec`'s idempotency key.
+pub const IDEMPOTENCY_KEY: &str = "codemode/idempotencyKey";
+
+/// The longest idempotency key accepted, in bytes.
+const MAX_IDEMPOTENCY_KEY_BYTES: usize = 256;
+
+/// The request's idempotency key (`_meta["codemode/idempotencyKey"]`, in the request or its context), if any; an
+/// error for one that is not a non-empty string of at most 256 bytes.
+fn idempotency_key(
+    request: &CallToolRequestParams,
+    meta: &rmcp::model::RequestMetaObject,
+) -> Option<Result<String, ErrorData>> {
+    let value = meta.get(IDEMPOTENCY_KEY).or_else(|| request.meta.as_ref()?.get(IDEMPOTENCY_KEY))?;
+    Some(match value.as_str() {
+        Some(key) if !key.is_empty() && key.len() <= MAX_IDEMPOTENCY_KEY_BYTES => Ok(key.to_owned()),
+        _ => Err(ErrorData::invalid_params(
+            format!(
+                "_meta[\"{IDEMPOTENCY_KEY}\"] must be a non-empty string of at most {MAX_IDEMPOTENCY_KEY_BYTES} bytes"
+            ),
+            None,
+        )),
+    })
+}
+
+/// A store URL with its password, if any, masked, for messages.
+fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            match userinfo.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
     }
 }
 
@@ -317,7 +374,7 @@ impl ServerHandler for GatewayServer {
         let scope = self.scope(&context);
         let approvals = Channel::of(&context);
         let cancelled = context.ct.clone().cancelled_owned();
-        self.gateway.call(request, scope, approvals, cancelled).await
+        self.gateway.call(request, &context.meta, scope, approvals, cancelled).await
     }
 }
 

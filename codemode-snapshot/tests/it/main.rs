@@ -76,7 +76,16 @@ impl Fixture {
         let cp = checkpoint(owner, 3);
         let id = cp.run_id.clone();
         let slot = self.store.reserve().expect("under the cap");
-        self.store.park(slot, cp, Some(Live(live.clone())), &self.limits).expect("parks");
+        ready(self.store.park(slot, cp, Some(Live(live.clone())), &self.limits)).expect("parks");
         id
+    }
+}
+
+/// The output of a future that is ready at its first poll, as every call on a local backend is.
+pub fn ready<F: std::future::Future>(future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    match future.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
+        std::task::Poll::Ready(output) => output,
+        std::task::Poll::Pending => panic!("a local backend answers at once"),
     }
 }

@@ -4,11 +4,11 @@ use std::sync::Arc;
 
 use codemode_bridge::{SettlementValue, WaitReason};
 use codemode_snapshot::{
-    CheckpointBackend, FileBackend, INTERRUPTED_MESSAGE, ManualClock, PendingRequest, RunStore, SessionStore,
-    StoreError, interrupted_settlements,
+    CheckpointBackend, FileBackend, INTERRUPTED_MESSAGE, LocalFleet, ManualClock, PendingRequest, RunStore,
+    SessionStore, StoreError, interrupted_settlements,
 };
 
-use crate::{Live, T0, checkpoint, owner};
+use crate::{Live, T0, checkpoint, owner, ready};
 
 fn store(dir: &std::path::Path, clock: &Arc<ManualClock>) -> RunStore<Live> {
     let backend = FileBackend::open(dir).unwrap();
@@ -30,14 +30,14 @@ fn a_run_parked_by_one_store_is_resumed_by_another_sharing_the_directory() {
     ];
     let id = cp.run_id.clone();
     let original = cp.clone();
-    first.park(first.reserve().unwrap(), cp, Some(Live(Arc::new(()))), &limits).unwrap();
+    ready(first.park(first.reserve().unwrap(), cp, Some(Live(Arc::new(()))), &limits)).unwrap();
     drop(first); // the process dies
 
     let second = store(dir.path(), &clock);
-    assert_eq!(second.prune_backend().unwrap(), 0);
-    let err = second.begin_resume(&id, &owner("s", "other")).err().unwrap();
+    assert_eq!(ready(second.prune_backend()).unwrap(), 0);
+    let err = ready(second.begin_resume(&id, &owner("s", "other"))).err().unwrap();
     assert_eq!(err.to_string(), "code mode run belongs to a different agent run.");
-    let resumed = second.begin_resume(&id, &owner("s", "r")).unwrap();
+    let resumed = ready(second.begin_resume(&id, &owner("s", "r"))).unwrap();
     assert!(resumed.restored);
     assert!(resumed.live.is_none());
     assert_eq!(resumed.checkpoint.journal, original.journal);
@@ -56,11 +56,11 @@ fn a_run_parked_by_one_store_is_resumed_by_another_sharing_the_directory() {
 
     // The resume consumed the file: a third process cannot resume it again.
     let third = store(dir.path(), &clock);
-    assert!(matches!(third.begin_resume(&id, &owner("s", "r")), Err(StoreError::Unavailable)));
+    assert!(matches!(ready(third.begin_resume(&id, &owner("s", "r"))), Err(StoreError::Unavailable)));
 
     // Parking again writes a new checkpoint that the first process's stale memory would not match.
-    second.park(resumed.guard, resumed.checkpoint, None, &limits).unwrap();
-    let again = third.begin_resume(&id, &owner("s", "r")).unwrap();
+    ready(second.park(resumed.guard, resumed.checkpoint, None, &limits)).unwrap();
+    let again = ready(third.begin_resume(&id, &owner("s", "r"))).unwrap();
     assert_eq!(again.checkpoint.generation, 2);
 }
 
@@ -74,15 +74,15 @@ fn a_stale_in_memory_copy_defers_to_a_newer_durable_checkpoint() {
 
     let cp = checkpoint(owner("s", "r"), 2);
     let id = cp.run_id.clone();
-    a.park(a.reserve().unwrap(), cp, Some(Live(Arc::new(()))), &limits).unwrap();
+    ready(a.park(a.reserve().unwrap(), cp, Some(Live(Arc::new(()))), &limits)).unwrap();
 
     // b resumes and re-parks; a still holds generation 1 with a live worker.
-    let resumed = b.begin_resume(&id, &owner("s", "r")).unwrap();
+    let resumed = ready(b.begin_resume(&id, &owner("s", "r"))).unwrap();
     let mut next = resumed.checkpoint;
     next.delivered_output = 4;
-    b.park(resumed.guard, next, None, &limits).unwrap();
+    ready(b.park(resumed.guard, next, None, &limits)).unwrap();
 
-    let from_a = a.begin_resume(&id, &owner("s", "r")).unwrap();
+    let from_a = ready(a.begin_resume(&id, &owner("s", "r"))).unwrap();
     assert!(from_a.live.is_none(), "the stale live worker is not used");
     assert!(from_a.restored);
     assert_eq!(from_a.checkpoint.delivered_output, 4);
@@ -90,7 +90,7 @@ fn a_stale_in_memory_copy_defers_to_a_newer_durable_checkpoint() {
 
     // b's memory is stale now that a consumed the run.
     drop(from_a);
-    assert!(matches!(b.begin_resume(&id, &owner("s", "r")), Err(StoreError::Unavailable)));
+    assert!(matches!(ready(b.begin_resume(&id, &owner("s", "r"))), Err(StoreError::Unavailable)));
 }
 
 #[test]
@@ -103,7 +103,7 @@ fn expired_checkpoints_are_pruned_at_start_and_refused_on_load() {
         .map(|_| {
             let cp = checkpoint(owner("s", "r"), 1);
             let id = cp.run_id.clone();
-            first.park(first.reserve().unwrap(), cp, None, &limits).unwrap();
+            ready(first.park(first.reserve().unwrap(), cp, None, &limits)).unwrap();
             id
         })
         .collect();
@@ -111,10 +111,10 @@ fn expired_checkpoints_are_pruned_at_start_and_refused_on_load() {
     clock.advance(limits.snapshot_ttl_seconds * 1000);
 
     let second = store(dir.path(), &clock);
-    assert!(matches!(second.begin_resume(&ids[0], &owner("s", "r")), Err(StoreError::Unavailable)));
-    assert_eq!(second.backend().list().unwrap().len(), 2, "the expired file was deleted on load");
-    assert_eq!(second.prune_backend().unwrap(), 2);
-    assert!(second.backend().list().unwrap().is_empty());
+    assert!(matches!(ready(second.begin_resume(&ids[0], &owner("s", "r"))), Err(StoreError::Unavailable)));
+    assert_eq!(ready(second.backend().list(None)).unwrap().len(), 2, "the expired file was deleted on load");
+    assert_eq!(ready(second.prune_backend()).unwrap(), 2);
+    assert!(ready(second.backend().list(None)).unwrap().is_empty());
 }
 
 #[test]
@@ -126,8 +126,8 @@ fn a_corrupt_checkpoint_is_an_internal_error_not_a_panic() {
     std::fs::write(dir.path().join("runs").join(format!("{id}.json")), b"{\"v\":1,").unwrap();
     assert_eq!(backend.list().unwrap(), vec![id.clone()]);
     let store: RunStore<Live> = RunStore::new(Arc::new(backend), clock);
-    assert_eq!(store.prune_backend().unwrap(), 0);
-    let err = store.begin_resume(&id, &owner("s", "r")).err().unwrap();
+    assert_eq!(ready(store.prune_backend()).unwrap(), 0);
+    let err = ready(store.begin_resume(&id, &owner("s", "r"))).err().unwrap();
     assert_eq!(err.code(), codemode_bridge::ErrorCode::InternalError);
     assert_eq!(store.occupied(), 0);
 }
@@ -135,17 +135,17 @@ fn a_corrupt_checkpoint_is_an_internal_error_not_a_panic() {
 #[test]
 fn session_values_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let first = SessionStore::new(Arc::new(FileBackend::open(dir.path()).unwrap()));
-    first.store("agent:main:chat/1", "cursor", serde_json::json!({"page": 3})).unwrap();
-    first.store("other session", "cursor", serde_json::json!(1)).unwrap();
+    let first = SessionStore::new(Arc::new(LocalFleet::directory(FileBackend::open(dir.path()).unwrap())));
+    ready(first.store("agent:main:chat/1", "cursor", serde_json::json!({"page": 3}))).unwrap();
+    ready(first.store("other session", "cursor", serde_json::json!(1))).unwrap();
     drop(first);
 
-    let second = SessionStore::new(Arc::new(FileBackend::open(dir.path()).unwrap()));
-    assert_eq!(second.load("agent:main:chat/1", "cursor").unwrap(), Some(serde_json::json!({"page": 3})));
-    assert_eq!(second.load("other session", "cursor").unwrap(), Some(serde_json::json!(1)));
-    assert_eq!(second.load("agent:main:chat/1", "missing").unwrap(), None);
-    second.clear("other session").unwrap();
-    assert_eq!(second.load("other session", "cursor").unwrap(), None);
+    let second = SessionStore::new(Arc::new(LocalFleet::directory(FileBackend::open(dir.path()).unwrap())));
+    assert_eq!(ready(second.load("agent:main:chat/1", "cursor")).unwrap(), Some(serde_json::json!({"page": 3})));
+    assert_eq!(ready(second.load("other session", "cursor")).unwrap(), Some(serde_json::json!(1)));
+    assert_eq!(ready(second.load("agent:main:chat/1", "missing")).unwrap(), None);
+    ready(second.clear("other session")).unwrap();
+    assert_eq!(ready(second.load("other session", "cursor")).unwrap(), None);
 }
 
 fn run_file(dir: &std::path::Path, run_id: &str) -> std::path::PathBuf {
@@ -173,22 +173,22 @@ fn a_checkpoint_copied_under_another_runs_name_is_refused() {
     let first = store(dir.path(), &clock);
     let (a, b) = (checkpoint(owner("s", "r"), 3), checkpoint(owner("s", "r"), 5));
     let (id_a, id_b) = (a.run_id.clone(), b.run_id.clone());
-    first.park(first.reserve().unwrap(), a, None, &limits).unwrap();
-    first.park(first.reserve().unwrap(), b, None, &limits).unwrap();
+    ready(first.park(first.reserve().unwrap(), a, None, &limits)).unwrap();
+    ready(first.park(first.reserve().unwrap(), b, None, &limits)).unwrap();
     std::fs::copy(run_file(dir.path(), &id_a), run_file(dir.path(), &id_b)).unwrap();
 
     // The same process, whose index knows b: the durable copy holds a, so b is refused.
-    let err = first.begin_resume(&id_b, &owner("s", "r")).err().unwrap();
+    let err = ready(first.begin_resume(&id_b, &owner("s", "r"))).err().unwrap();
     assert_eq!(err.code(), codemode_bridge::ErrorCode::InternalError);
     assert!(err.to_string().contains(&format!("the file of run {id_b} holds the checkpoint of run {id_a}")), "{err}");
 
     // Another process that knows only the files: the same refusal, and a is untouched and resumes once.
     std::fs::copy(run_file(dir.path(), &id_a), run_file(dir.path(), &id_b)).unwrap();
     let second = store(dir.path(), &clock);
-    let err = second.begin_resume(&id_b, &owner("s", "r")).err().unwrap();
+    let err = ready(second.begin_resume(&id_b, &owner("s", "r"))).err().unwrap();
     assert!(err.to_string().contains("holds the checkpoint of run"), "{err}");
     assert_eq!(second.occupied(), 0);
-    let resumed = second.begin_resume(&id_a, &owner("s", "r")).unwrap();
+    let resumed = ready(second.begin_resume(&id_a, &owner("s", "r"))).unwrap();
     assert_eq!(resumed.checkpoint.run_id, id_a);
     assert_eq!(resumed.checkpoint.journal.rounds.len(), 3);
 }
@@ -222,7 +222,7 @@ fn the_store_refuses_another_runs_checkpoint_from_any_backend() {
     foreign.expires_at_ms = T0 + 60_000;
     let store: RunStore<Live> = RunStore::new(Arc::new(OneCheckpoint(foreign.clone())), clock);
     let asked = codemode_snapshot::new_run_id();
-    let err = store.begin_resume(&asked, &owner("s", "r")).err().unwrap();
+    let err = ready(store.begin_resume(&asked, &owner("s", "r"))).err().unwrap();
     assert!(
         matches!(&err, StoreError::ForeignCheckpoint { run_id, found } if *run_id == asked && *found == foreign.run_id),
         "{err}"
@@ -230,8 +230,8 @@ fn the_store_refuses_another_runs_checkpoint_from_any_backend() {
     // Parked in this process: the in-memory index names the run, the backend hands back another.
     let mine = checkpoint(owner("s", "r"), 1);
     let id = mine.run_id.clone();
-    store.park(store.reserve().unwrap(), mine, None, &limits).unwrap();
-    let err = store.begin_resume(&id, &owner("s", "r")).err().unwrap();
+    ready(store.park(store.reserve().unwrap(), mine, None, &limits)).unwrap();
+    let err = ready(store.begin_resume(&id, &owner("s", "r"))).err().unwrap();
     assert!(matches!(err, StoreError::ForeignCheckpoint { .. }), "{err}");
 }
 
@@ -240,7 +240,7 @@ fn state_files_that_are_symlinks_fifos_or_huge_fail_fast() {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(T0));
     let store = store(dir.path(), &clock);
-    let sessions = SessionStore::new(Arc::new(FileBackend::open(dir.path()).unwrap()));
+    let sessions = SessionStore::new(Arc::new(LocalFleet::directory(FileBackend::open(dir.path()).unwrap())));
     let mut cases = Vec::new();
     for (name, make) in
         [("symlink to /dev/zero", 0), ("FIFO", 1), ("sparse file over the cap", 2), ("symlink to a valid file", 3)]
@@ -265,10 +265,10 @@ fn state_files_that_are_symlinks_fifos_or_huge_fail_fast() {
         cases.push((name, run_id, session));
     }
     for (name, run_id, session) in cases {
-        let err = store.begin_resume(&run_id, &owner("s", "r")).err().unwrap();
+        let err = ready(store.begin_resume(&run_id, &owner("s", "r"))).err().unwrap();
         assert!(matches!(err, StoreError::Corrupt { .. }), "{name}: {err}");
         assert_eq!(store.occupied(), 0, "{name}");
-        let err = sessions.load(&session, "key").err().unwrap();
+        let err = ready(sessions.load(&session, "key")).err().unwrap();
         assert!(matches!(err, StoreError::Corrupt { .. }), "{name}: {err}");
     }
 }
@@ -282,24 +282,27 @@ fn a_wait_with_another_catalog_leaves_the_run_for_the_right_caller() {
     let cp = checkpoint(owner("s", "r"), 3);
     let id = cp.run_id.clone();
     let digest = cp.tools_digest.clone();
-    first.park(first.reserve().unwrap(), cp, Some(Live(Arc::new(()))), &limits).unwrap();
+    ready(first.park(first.reserve().unwrap(), cp, Some(Live(Arc::new(()))), &limits)).unwrap();
     let same_catalog = |cp: &codemode_snapshot::Checkpoint| {
         if cp.tools_digest == digest { Ok(()) } else { Err(StoreError::DifferentCatalog) }
     };
     let other_catalog = |_: &codemode_snapshot::Checkpoint| Err(StoreError::DifferentCatalog);
 
     // In the process that parked it: refused, still parked.
-    let err = first.begin_resume_if(&id, &owner("s", "r"), other_catalog).err().unwrap();
+    let err = ready(first.begin_resume_if(&id, &owner("s", "r"), other_catalog)).err().unwrap();
     assert_eq!(err.to_string(), "code mode run was started with a different tool catalog and cannot be resumed here.");
     assert_eq!(err.code(), codemode_bridge::ErrorCode::RuntimeUnavailable);
     assert!(first.contains(&id), "a refused wait does not consume the run");
 
     // In another process sharing the directory: refused, and the durable copy is still there.
     let second = store(dir.path(), &clock);
-    assert!(matches!(second.begin_resume_if(&id, &owner("s", "r"), other_catalog), Err(StoreError::DifferentCatalog)));
-    assert!(second.backend().get(&id).unwrap().is_some(), "the durable copy is not consumed");
+    assert!(matches!(
+        ready(second.begin_resume_if(&id, &owner("s", "r"), other_catalog)),
+        Err(StoreError::DifferentCatalog)
+    ));
+    assert!(ready(second.backend().get(&id)).unwrap().is_some(), "the durable copy is not consumed");
 
     // The right caller still resumes it.
-    let resumed = first.begin_resume_if(&id, &owner("s", "r"), same_catalog).unwrap();
+    let resumed = ready(first.begin_resume_if(&id, &owner("s", "r"), same_catalog)).unwrap();
     assert!(resumed.live.is_some());
 }

@@ -5,7 +5,7 @@ use std::sync::{Arc, Barrier};
 use codemode_bridge::ErrorCode;
 use codemode_snapshot::{AbortOutcome, CheckpointBackend, StoreError};
 
-use crate::{Live, T0, checkpoint, fixture, owner};
+use crate::{Live, T0, checkpoint, fixture, owner, ready};
 
 #[test]
 fn cap_of_64_counts_reservations_and_parked_runs() {
@@ -36,7 +36,7 @@ fn a_run_being_resumed_keeps_its_place_under_the_cap() {
     let f = fixture();
     let live = Arc::new(());
     let ids: Vec<String> = (0..64).map(|_| f.park(owner("s", "r"), &live)).collect();
-    let resumed = f.store.begin_resume(&ids[0], &owner("s", "r")).unwrap();
+    let resumed = ready(f.store.begin_resume(&ids[0], &owner("s", "r"))).unwrap();
     assert_eq!(f.store.len(), 63);
     assert_eq!(f.store.occupied(), 64);
     assert!(matches!(f.store.reserve(), Err(StoreError::TooManyRuns)));
@@ -53,18 +53,18 @@ fn ttl_expiry_drops_runs_and_their_live_attachments() {
 
     // One millisecond before the TTL the run is still there.
     f.clock.advance(f.limits.snapshot_ttl_seconds * 1000 - 1);
-    assert!(f.store.expire().is_empty());
+    assert!(ready(f.store.expire()).is_empty());
     assert!(f.store.contains(&id));
 
     f.clock.advance(1);
-    let expired = f.store.expire();
+    let expired = ready(f.store.expire());
     assert_eq!(expired.len(), 1);
     assert_eq!(expired[0].run_id, id);
     drop(expired);
     assert_eq!(Arc::strong_count(&live), 1, "the live attachment was handed back and dropped");
     assert!(f.store.is_empty());
     assert!(f.backend.list().unwrap().is_empty(), "the durable copy is deleted too");
-    let err = f.store.begin_resume(&id, &owner("s", "r")).err().unwrap();
+    let err = ready(f.store.begin_resume(&id, &owner("s", "r"))).err().unwrap();
     assert_eq!(err.to_string(), "code mode run is unavailable or expired.");
 }
 
@@ -74,7 +74,7 @@ fn expired_runs_are_dropped_lazily_by_begin_resume() {
     let live = Arc::new(());
     let id = f.park(owner("s", "r"), &live);
     f.clock.advance(f.limits.snapshot_ttl_seconds * 1000);
-    assert!(matches!(f.store.begin_resume(&id, &owner("s", "r")), Err(StoreError::Unavailable)));
+    assert!(matches!(ready(f.store.begin_resume(&id, &owner("s", "r"))), Err(StoreError::Unavailable)));
     assert_eq!(Arc::strong_count(&live), 1);
     assert_eq!(f.store.occupied(), 0);
 }
@@ -89,20 +89,20 @@ fn sweep_expires_runs_and_trims_live_attachments_parked_too_long() {
     f.clock.advance(15_000);
 
     // Parked 35 s and 15 s ago: only the first has outlived a 30 s window; `trim` takes its attachment.
-    let expired = f.store.sweep(std::time::Duration::from_secs(30), |live: &mut Live| Some(live.0.clone()));
+    let expired = ready(f.store.sweep(std::time::Duration::from_secs(30), |live: &mut Live| Some(live.0.clone())));
     assert_eq!(expired, 0);
     assert_eq!(Arc::strong_count(&old), 2, "trim ran on the old run and what it returned was dropped");
     assert_eq!(Arc::strong_count(&young), 2);
     let mut trimmed = 0;
-    f.store.sweep(std::time::Duration::from_secs(30), |_: &mut Live| -> Option<()> {
+    ready(f.store.sweep(std::time::Duration::from_secs(30), |_: &mut Live| -> Option<()> {
         trimmed += 1;
         None
-    });
+    }));
     assert_eq!(trimmed, 1, "only runs past the window are offered to trim");
 
     // Past the TTL both are gone, attachments and durable copies.
     f.clock.advance(f.limits.snapshot_ttl_seconds * 1000);
-    assert_eq!(f.store.sweep(std::time::Duration::from_secs(30), |_: &mut Live| -> Option<()> { None }), 2);
+    assert_eq!(ready(f.store.sweep(std::time::Duration::from_secs(30), |_: &mut Live| -> Option<()> { None })), 2);
     assert_eq!((Arc::strong_count(&old), Arc::strong_count(&young)), (1, 1));
     assert_eq!(f.store.occupied(), 0);
     for id in [old_id, young_id] {
@@ -125,18 +125,18 @@ fn scoping_messages_match_the_reference_and_leave_the_run_in_place() {
         ),
     ];
     for (caller, message) in cases {
-        let err = f.store.begin_resume(&id, &caller).err().unwrap();
+        let err = ready(f.store.begin_resume(&id, &caller)).err().unwrap();
         assert_eq!(err.to_string(), message);
         assert_eq!(err.code(), ErrorCode::InvalidInput);
         assert!(f.store.contains(&id), "a refused wait does not consume the run");
     }
 
     for unknown in ["cm_00000000-0000-4000-8000-000000000000", "../../etc/passwd", "", "cm_"] {
-        let err = f.store.begin_resume(unknown, &owner("s1", "r1")).err().unwrap();
+        let err = ready(f.store.begin_resume(unknown, &owner("s1", "r1"))).err().unwrap();
         assert_eq!(err.to_string(), "code mode run is unavailable or expired.");
     }
 
-    let resumed = f.store.begin_resume(&id, &owner("s1", "r1")).unwrap();
+    let resumed = ready(f.store.begin_resume(&id, &owner("s1", "r1"))).unwrap();
     assert!(resumed.live.is_some());
     assert!(!resumed.restored);
     assert_eq!(resumed.guard.run_id(), Some(id.as_str()));
@@ -147,10 +147,10 @@ fn a_resumed_run_is_consumed_once_finished() {
     let f = fixture();
     let live = Arc::new(());
     let id = f.park(owner("s", "r"), &live);
-    let resumed = f.store.begin_resume(&id, &owner("s", "r")).unwrap();
+    let resumed = ready(f.store.begin_resume(&id, &owner("s", "r"))).unwrap();
     drop(resumed); // the run completed
     assert_eq!(Arc::strong_count(&live), 1);
-    let err = f.store.begin_resume(&id, &owner("s", "r")).err().unwrap();
+    let err = ready(f.store.begin_resume(&id, &owner("s", "r"))).err().unwrap();
     assert_eq!(err.to_string(), "code mode run is unavailable or expired.");
     assert_eq!(f.store.occupied(), 0);
 }
@@ -160,14 +160,14 @@ fn a_resumed_run_parks_again_under_the_same_id_with_a_new_generation() {
     let f = fixture();
     let live = Arc::new(());
     let id = f.park(owner("s", "r"), &live);
-    let resumed = f.store.begin_resume(&id, &owner("s", "r")).unwrap();
+    let resumed = ready(f.store.begin_resume(&id, &owner("s", "r"))).unwrap();
     assert_eq!(resumed.checkpoint.generation, 1);
     f.clock.advance(5_000);
-    let receipt = f.store.park(resumed.guard, resumed.checkpoint, resumed.live, &f.limits).unwrap();
+    let receipt = ready(f.store.park(resumed.guard, resumed.checkpoint, resumed.live, &f.limits)).unwrap();
     assert_eq!(receipt.generation, 2);
     assert_eq!(receipt.expires_at_ms, T0 + 5_000 + f.limits.snapshot_ttl_seconds * 1000);
     assert_eq!(f.store.occupied(), 1);
-    let again = f.store.begin_resume(&id, &owner("s", "r")).unwrap();
+    let again = ready(f.store.begin_resume(&id, &owner("s", "r"))).unwrap();
     assert_eq!(again.checkpoint.created_at_ms, T0, "creation time survives a re-park");
 }
 
@@ -176,8 +176,8 @@ fn concurrent_resume_is_refused() {
     let f = fixture();
     let live = Arc::new(());
     let id = f.park(owner("s", "r"), &live);
-    let first = f.store.begin_resume(&id, &owner("s", "r")).unwrap();
-    let err = f.store.begin_resume(&id, &owner("s", "r")).err().unwrap();
+    let first = ready(f.store.begin_resume(&id, &owner("s", "r"))).unwrap();
+    let err = ready(f.store.begin_resume(&id, &owner("s", "r"))).err().unwrap();
     assert_eq!(err.to_string(), "code mode run is already being resumed.");
     assert_eq!(err.code(), ErrorCode::InvalidInput);
     drop(first);
@@ -192,7 +192,7 @@ fn concurrent_resume_is_refused() {
                 scope.spawn(move || {
                     barrier.wait();
                     // Keep the winner's slot alive until every thread has tried.
-                    let result = store.begin_resume(&id, &owner("s", "r"));
+                    let result = ready(store.begin_resume(&id, &owner("s", "r")));
                     barrier.wait();
                     result.map(|r| r.live.is_some()).map_err(|e| e.to_string())
                 })
@@ -211,18 +211,18 @@ fn abort_drops_parked_runs_and_poisons_resuming_ones() {
     let f = fixture();
     let live = Arc::new(());
     let id = f.park(owner("s", "r"), &live);
-    match f.store.abort(&id).unwrap() {
+    match ready(f.store.abort(&id)).unwrap() {
         AbortOutcome::Parked { live: Some(_) } => {}
         _ => panic!("expected the parked run with its live attachment"),
     }
     assert_eq!(Arc::strong_count(&live), 1);
-    assert!(matches!(f.store.begin_resume(&id, &owner("s", "r")), Err(StoreError::Unavailable)));
-    assert!(matches!(f.store.abort(&id).unwrap(), AbortOutcome::Unknown));
+    assert!(matches!(ready(f.store.begin_resume(&id, &owner("s", "r"))), Err(StoreError::Unavailable)));
+    assert!(matches!(ready(f.store.abort(&id)).unwrap(), AbortOutcome::Unknown));
 
     let id = f.park(owner("s", "r"), &live);
-    let resumed = f.store.begin_resume(&id, &owner("s", "r")).unwrap();
-    assert!(matches!(f.store.abort(&id).unwrap(), AbortOutcome::Resuming));
-    let err = f.store.park(resumed.guard, resumed.checkpoint, resumed.live, &f.limits).err().unwrap();
+    let resumed = ready(f.store.begin_resume(&id, &owner("s", "r"))).unwrap();
+    assert!(matches!(ready(f.store.abort(&id)).unwrap(), AbortOutcome::Resuming));
+    let err = ready(f.store.park(resumed.guard, resumed.checkpoint, resumed.live, &f.limits)).err().unwrap();
     assert!(matches!(err, StoreError::Unavailable));
     assert_eq!(f.store.occupied(), 0);
     assert!(f.backend.list().unwrap().is_empty());
@@ -235,7 +235,7 @@ fn evicting_the_live_attachment_keeps_the_run() {
     let id = f.park(owner("s", "r"), &live);
     assert!(f.store.evict_live(&id).is_some());
     assert!(f.store.evict_live(&id).is_none());
-    let resumed = f.store.begin_resume(&id, &owner("s", "r")).unwrap();
+    let resumed = ready(f.store.begin_resume(&id, &owner("s", "r"))).unwrap();
     assert!(resumed.live.is_none(), "the next resume replays");
     assert!(!resumed.restored);
 }
@@ -247,7 +247,7 @@ fn an_oversized_checkpoint_fails_with_snapshot_limit_exceeded() {
     let mut cp = checkpoint(owner("s", "r"), 3);
     cp.source = "x".repeat(2048);
     let slot = f.store.reserve().unwrap();
-    let err = f.store.park(slot, cp, None, &limits).err().unwrap();
+    let err = ready(f.store.park(slot, cp, None, &limits)).err().unwrap();
     assert!(err.to_string().starts_with("code mode snapshot is over maxSnapshotBytes (1024): at least "), "{err}");
     assert_eq!(err.code(), ErrorCode::SnapshotLimitExceeded);
     let StoreError::SnapshotTooLarge { size, .. } = err else { panic!("{err}") };

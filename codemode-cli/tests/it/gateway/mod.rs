@@ -6,6 +6,7 @@
 mod approvals;
 mod auth;
 mod e2e;
+mod fleet;
 mod lines;
 mod upstream;
 
