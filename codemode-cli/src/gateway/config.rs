@@ -839,7 +839,7 @@ url = "http://127.0.0.1:3001/mcp"
     fn unknown_top_key_suggests() {
         assert_eq!(
             toml_err("[server.a]\ncommand = \"x\"\n"),
-            "gw.toml: server: is not a known key (fix: did you mean `servers`? known keys: limits, servers, state_dir, confinement, policy, auth)"
+            "gw.toml: server: is not a known key (fix: did you mean `servers`? known keys: limits, servers, state_dir, confinement, policy, auth, store)"
         );
     }
 
