@@ -315,7 +315,16 @@ impl Checker<'_> {
         if out.is_empty() {
             return Err(self.err(servers_key, "names no enabled server", "add at least one server"));
         }
-        Ok(GatewayConfig { file: self.file.to_path_buf(), limits, servers: out, state_dir, confinement, policy, auth, store })
+        Ok(GatewayConfig {
+            file: self.file.to_path_buf(),
+            limits,
+            servers: out,
+            state_dir,
+            confinement,
+            policy,
+            auth,
+            store,
+        })
     }
 
     fn store(&self, value: &Value) -> Result<StoreConfig, Error> {
