@@ -299,7 +299,7 @@ fn call_context(
     cx.agent_id = parts.owner.agent_id.clone();
     cx.agent_run_id = parts.owner.agent_run_id.clone();
     cx.server = server.map(str::to_owned);
-    cx.progress = ProgressSink::new(inner.progress.clone(), parts.run_id, &cx.request_id);
+    cx.progress = ProgressSink::new(parts.progress.clone(), parts.run_id, &cx.request_id);
     cx.abort = abort;
     (cx, fire_abort)
 }
@@ -347,26 +347,10 @@ pub(crate) const APPROVAL_PREVIEW_BYTES: usize = 1024;
 /// Bytes of arguments a result's list of writes shows per write.
 pub(crate) const EFFECT_PREVIEW_BYTES: usize = 256;
 
-/// The arguments as JSON text, redacted and cut to `max` bytes (a cut preview ends with `…`). At most `2 * max`
-/// bytes are ever serialized; redaction runs on those, before the cut, so a secret straddling the cut is masked
-/// whole.
-pub(crate) fn preview(args: &Value, max: usize) -> String {
-    struct Capped(Vec<u8>, usize);
-    impl std::io::Write for Capped {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            let room = self.1.saturating_sub(self.0.len());
-            self.0.extend_from_slice(&bytes[..bytes.len().min(room)]);
-            if bytes.len() > room { Err(std::io::Error::other("preview cap")) } else { Ok(bytes.len()) }
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut capped = Capped(Vec::new(), max.saturating_mul(2));
-    let _ = serde_json::to_writer(&mut capped, args);
-    let text = String::from_utf8_lossy(&capped.0);
-    let redacted = codemode_telemetry::Redactor::new().redact(&text).into_owned();
-    cut(redacted, max)
+/// The arguments as JSON text, redacted with the engine's redactor and cut to `max` bytes (a cut preview ends with
+/// `…`; see [`codemode_telemetry::Redactor::preview`]).
+pub(crate) fn preview(redactor: &codemode_telemetry::Redactor, args: &Value, max: usize) -> String {
+    redactor.preview(args, max)
 }
 
 /// `text` cut to `max` bytes on a character boundary, with `…` when cut.
@@ -391,7 +375,7 @@ fn record_write(parts: &mut RunParts<'_>, id: u32, method: BridgeMethod, entry: 
             tool: entry.definition.name.clone(),
             call_id: format!("bridge:{}:{id}", method.as_str()),
             status: EffectStatus::Uncertain,
-            preview: preview(args, EFFECT_PREVIEW_BYTES),
+            preview: preview(parts.redactor, args, EFFECT_PREVIEW_BYTES),
         },
     );
 }
@@ -507,7 +491,7 @@ fn gate(
             )),
         };
     };
-    let shown = preview(args, APPROVAL_PREVIEW_BYTES);
+    let shown = preview(parts.redactor, args, APPROVAL_PREVIEW_BYTES);
     let (cx, fire_abort) = call_context(inner, parts, id, method, def.server.as_deref());
     let approval_request =
         ApprovalRequest::new(def.name.clone(), path, shown.clone(), cx).with_title(parts.approvals.title.clone());

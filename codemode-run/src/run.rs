@@ -21,6 +21,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::{AbortHandle, JoinSet};
 
+use crate::activity::Recorder;
 use crate::machine::{Command, Ending, Event, NO_PARK, RunMachine, RunSetup};
 use crate::scope::CatalogScope;
 use crate::{ExecInput, Inner, RunOptions, RunScope};
@@ -56,6 +57,8 @@ pub struct LiveRun {
     handles: BTreeMap<u32, AbortHandle>,
     /// Approvals: who decides them in the current call, and what was decided.
     approvals: RunApprovals,
+    /// The run's nested calls, as people see them.
+    activity: Recorder,
 }
 
 /// A decision on a call's approval, sent by the call's task to its run before the task ends.
@@ -220,8 +223,11 @@ pub async fn exec_with(inner: Arc<Inner>, input: ExecInput, scope: RunScope, opt
         shared_journal: Some(inner.journals.clone()),
     });
     machine.begin(now_ms, inner.limits.timeout_ms);
+    let run_id = codemode_snapshot::new_run_id();
+    let mut activity = Recorder::new(&inner, &run_id, Default::default());
+    activity.begin(&inner, &machine.source, options.activity.clone(), options.activity_in_json);
     let run = LiveRun {
-        run_id: codemode_snapshot::new_run_id(),
+        run_id,
         owner: owner_of(&scope),
         scope: scope_of(&inner, &scope),
         machine,
@@ -229,6 +235,7 @@ pub async fn exec_with(inner: Arc<Inner>, input: ExecInput, scope: RunScope, opt
         in_flight: JoinSet::new(),
         handles: BTreeMap::new(),
         approvals: RunApprovals::new(options, BTreeSet::new()),
+        activity,
     };
     // The run takes a place under the cap of suspended runs only when it first dispatches host work.
     finish(inner, run, None).await
@@ -241,10 +248,17 @@ async fn finish(inner: Arc<Inner>, mut run: LiveRun, mut slot: Option<Slot<LiveR
         Stop::Done(result) => {
             drop(slot);
             release_worker(&inner, &mut run);
-            *result
+            ended(&inner, &mut run, *result)
         }
         Stop::Park(reason) => park(inner, run, slot, reason).await,
     }
+}
+
+/// `result` with the activity of the cell that ended it; calls still open were cancelled with the run's tasks.
+fn ended(inner: &Inner, run: &mut LiveRun, mut result: CodeModeResult) -> CodeModeResult {
+    run.activity.cancel_open(inner.clock.now_ms());
+    result.set_activity(Some(run.activity.take()));
+    result
 }
 
 fn release_worker(inner: &Inner, run: &mut LiveRun) {
@@ -301,6 +315,8 @@ async fn park(inner: Arc<Inner>, mut run: LiveRun, slot: Option<Slot<LiveRun>>, 
     checkpoint.effects =
         machine.effects.iter().map(|(id, effect)| EffectEntry { id: *id, effect: effect.clone() }).collect();
     checkpoint.approved_for_run = crate::dispatch::lock(&run.approvals.approved).iter().cloned().collect();
+    checkpoint.activity = run.activity.log();
+    let activity = Some(Box::new(run.activity.take()));
     let pending_approvals = machine.asked.values().map(|a| a.approval.clone()).collect();
     let effects = machine.effect_facts(true);
     let checkpoint_untrusted = machine.untrusted;
@@ -335,6 +351,7 @@ async fn park(inner: Arc<Inner>, mut run: LiveRun, slot: Option<Slot<LiveRun>>, 
             warnings: untrusted_warnings(checkpoint_untrusted),
             output,
             telemetry,
+            activity,
         }),
         Err(e) => CodeModeResult::Failed(Failed {
             error: e.to_string(),
@@ -346,6 +363,7 @@ async fn park(inner: Arc<Inner>, mut run: LiveRun, slot: Option<Slot<LiveRun>>, 
             output,
             effects,
             telemetry,
+            activity,
         }),
     }
 }
@@ -391,6 +409,7 @@ pub async fn wait_with(inner: Arc<Inner>, run_id: &str, scope: RunScope, options
     let _registered = inner.waits.register(run_id, abort_tx);
     let now_ms = inner.clock.now_ms();
     let checkpoint = resumed.checkpoint;
+    let (activity_hook, activity_in_json) = (options.activity.clone(), options.activity_in_json);
     let mut run = match resumed.live {
         Some(mut run) => {
             run.approvals.options = options;
@@ -400,22 +419,30 @@ pub async fn wait_with(inner: Arc<Inner>, run_id: &str, scope: RunScope, options
             // Parked by another process (or this one before a restart): rebuild from the checkpoint. Requests that
             // were in flight are gone with that process; the program learns they were interrupted.
             let restored = Some((checkpoint.counter_scope.as_str(), checkpoint.counters));
+            let machine = RunMachine::restore(
+                &checkpoint,
+                cell_limits(&inner),
+                ByteCharge::new(inner.limits.max_snapshot_bytes, Some(inner.journals.clone())),
+            );
+            let mut activity = Recorder::new(&inner, &checkpoint.run_id, checkpoint.activity.clone());
+            // The calls in flight in the process that parked the run settle as interrupted.
+            for settlement in &machine.ready {
+                activity.finished(settlement.id, &settlement.value, now_ms);
+            }
             LiveRun {
                 run_id: checkpoint.run_id.clone(),
                 owner: checkpoint.owner.clone(),
                 scope: inner.scopes.get(&checkpoint.owner, &inner.catalog, restored),
-                machine: RunMachine::restore(
-                    &checkpoint,
-                    cell_limits(&inner),
-                    ByteCharge::new(inner.limits.max_snapshot_bytes, Some(inner.journals.clone())),
-                ),
+                machine,
                 worker: None,
                 in_flight: JoinSet::new(),
                 handles: BTreeMap::new(),
                 approvals: RunApprovals::new(options, checkpoint.approved_for_run.iter().cloned().collect()),
+                activity,
             }
         }
     };
+    run.activity.begin(&inner, &run.machine.source, activity_hook, activity_in_json);
     if inner.runs.aborted(&resumed.guard) {
         return aborted_during_wait(&inner, run, None);
     }
@@ -427,7 +454,8 @@ pub async fn wait_with(inner: Arc<Inner>, run_id: &str, scope: RunScope, options
                 run.worker = Some(worker);
             }
             Err(e) => {
-                return fail(&inner, &mut run, ErrorCode::RuntimeUnavailable, FailurePhase::Host, e.to_string());
+                let result = fail(&inner, &mut run, ErrorCode::RuntimeUnavailable, FailurePhase::Host, e.to_string());
+                return ended(&inner, &mut run, result);
             }
         }
         run.machine.detach_cell();
@@ -441,7 +469,7 @@ pub async fn wait_with(inner: Arc<Inner>, run_id: &str, scope: RunScope, options
         Stop::Done(result) => {
             drop(slot);
             release_worker(&inner, &mut run);
-            *result
+            ended(&inner, &mut run, *result)
         }
         Stop::Park(reason) => park(inner.clone(), run, slot, reason).await,
     }
@@ -458,10 +486,11 @@ fn aborted_during_wait(inner: &Inner, mut run: LiveRun, reply: Option<oneshot::S
     if let Some(reply) = reply {
         let _ = reply.send(telemetry.clone());
     }
-    with_effects(
+    let result = with_effects(
         CodeModeResult::failed(ErrorCode::Aborted, FailurePhase::Host, "code mode run aborted", telemetry),
         run.machine.effect_facts(true),
-    )
+    );
+    ended(inner, &mut run, result)
 }
 
 /// `result` with the host's effect facts (a failed or completed result).
@@ -628,6 +657,11 @@ async fn drive(inner: &Arc<Inner>, run: &mut LiveRun, slot: &mut Option<Slot<Liv
         };
         match command {
             Command::Send(message) => {
+                if let HostMessage::Start(start) = &message
+                    && !start.journal.rounds.is_empty()
+                {
+                    run.activity.replaying(&start.journal);
+                }
                 let sent = match run.worker.as_mut() {
                     Some(worker) => Cell::send(worker, &message).await,
                     None => Err("the run has no worker".into()),
@@ -647,6 +681,11 @@ async fn drive(inner: &Arc<Inner>, run: &mut LiveRun, slot: &mut Option<Slot<Liv
                         }
                     }
                 }
+                let id = request.id;
+                run.activity.started(inner, &request, inner.clock.now_ms());
+                // Dispatch sets `dispatch_started` when it hands a call to its tool host.
+                let dispatch_started = std::mem::take(&mut run.machine.dispatch_started);
+                let progress = run.activity.progress_hook(inner.progress.clone());
                 let mut sink = PendingSink { methods: &mut run.machine.pending, handles: &mut run.handles };
                 let mut asked = Vec::new();
                 let options = &run.approvals.options;
@@ -672,8 +711,18 @@ async fn drive(inner: &Arc<Inner>, run: &mut LiveRun, slot: &mut Option<Slot<Liv
                         approved: &run.approvals.approved,
                         notices: &run.approvals.notices,
                     },
+                    progress,
+                    redactor: &inner.redactor,
                 };
-                if let Err(Refusal(code, phase, message)) = crate::dispatch::dispatch(inner, parts, request, digest) {
+                let refused = crate::dispatch::dispatch(inner, parts, request, digest);
+                if run.machine.dispatch_started {
+                    run.activity.handed(id);
+                }
+                run.machine.dispatch_started |= dispatch_started;
+                if let Some(settled) = run.machine.ready.iter().rev().find(|s| s.id == id) {
+                    run.activity.finished(id, &settled.value, inner.clock.now_ms());
+                }
+                if let Err(Refusal(code, phase, message)) = refused {
                     run.machine.handle(Event::Refused { code, phase, message });
                 }
                 if !asked.is_empty() {
@@ -720,7 +769,7 @@ async fn collect(inner: &Inner, run: &mut LiveRun, until_ms: Option<u64>, drain:
     match until_ms {
         None => {
             while let Some(joined) = run.in_flight.try_join_next() {
-                accept(run, joined);
+                accept(inner, run, joined);
             }
         }
         Some(_) if run.in_flight.is_empty() => idle = true,
@@ -741,10 +790,10 @@ async fn collect(inner: &Inner, run: &mut LiveRun, until_ms: Option<u64>, drain:
                         break;
                     }
                     Ok(None) => break,
-                    Ok(Some(joined)) => accept(run, joined),
+                    Ok(Some(joined)) => accept(inner, run, joined),
                 }
                 while let Some(joined) = run.in_flight.try_join_next() {
-                    accept(run, joined);
+                    accept(inner, run, joined);
                 }
                 if !drain || run.in_flight.is_empty() {
                     break;
@@ -764,12 +813,14 @@ fn take_notices(run: &mut LiveRun) {
     }
 }
 
-fn accept(run: &mut LiveRun, joined: Result<Settlement, tokio::task::JoinError>) {
+fn accept(inner: &Inner, run: &mut LiveRun, joined: Result<Settlement, tokio::task::JoinError>) {
     take_notices(run);
     match joined {
         Ok(settlement) => {
-            run.handles.remove(&settlement.id);
+            let id = settlement.id;
+            run.handles.remove(&id);
             run.machine.handle(Event::Settled(settlement));
+            settled(inner, run, id);
         }
         Err(e) if e.is_cancelled() => {}
         Err(e) => {
@@ -784,8 +835,17 @@ fn accept(run: &mut LiveRun, joined: Result<Settlement, tokio::task::JoinError>)
                         "the tool host failed while running this call",
                     ),
                 }));
+                settled(inner, run, id);
             }
         }
+    }
+}
+
+/// Records call `id` as finished if the machine took its settlement (a deferred approval's is dropped: the call
+/// waits in the run).
+fn settled(inner: &Inner, run: &mut LiveRun, id: u32) {
+    if let Some(settlement) = run.machine.ready.iter().rev().find(|s| s.id == id) {
+        run.activity.finished(id, &settlement.value, inner.clock.now_ms());
     }
 }
 
@@ -810,6 +870,10 @@ pub(crate) struct RunParts<'a> {
     pub(crate) asked: &'a mut Vec<AskedCall>,
     /// Who decides approvals in this call, and what was decided.
     pub(crate) approvals: ApprovalParts<'a>,
+    /// Receives the progress tool hosts report for the run's calls.
+    pub(crate) progress: Option<codemode_bridge::ProgressHook>,
+    /// Redacts what people are shown (approval and effect previews).
+    pub(crate) redactor: &'a codemode_telemetry::Redactor,
 }
 
 /// A request the host refuses outright fails the whole cell: `(code, phase, message)`.

@@ -194,7 +194,8 @@ impl<L: Send + 'static> RunStore<L> {
         self.inner.max_runs
     }
 
-    /// Deletes expired checkpoints from the backend; call it once at start. Undecodable files are left in place.
+    /// Deletes expired checkpoints from the backend; call it once at start. Files that cannot be decoded or opened
+    /// with the configured state keys are left in place.
     /// Returns how many were deleted.
     ///
     /// # Errors
@@ -206,7 +207,7 @@ impl<L: Send + 'static> RunStore<L> {
         for run_id in self.inner.backend.list()? {
             match self.inner.backend.get(&run_id) {
                 Ok(Some(cp)) if cp.is_expired(now) => deleted += usize::from(self.inner.backend.delete(&run_id)?),
-                Ok(_) | Err(StoreError::Corrupt { .. }) => {}
+                Ok(_) | Err(StoreError::Corrupt { .. } | StoreError::Sealed { .. }) => {}
                 Err(e) => return Err(e),
             }
         }
