@@ -81,7 +81,7 @@ pub(crate) fn dispatch(
             if !asks {
                 record_write(&mut parts, id, method, entry, &tool_args);
             }
-            let (cx, fire_abort) = call_context(inner, &parts, id, method, None);
+            let (cx, fire_abort) = call_context(&parts, id, method, None);
             let mode = entry.definition.execution_mode;
             let scope = parts.scope.clone();
             let inner = inner.clone();
@@ -153,7 +153,7 @@ pub(crate) fn dispatch(
             *parts.dispatch_started = true;
             *parts.untrusted = true;
             asks = ask.is_some();
-            let (cx, fire_abort) = call_context(inner, &parts, id, method, Some(&server));
+            let (cx, fire_abort) = call_context(&parts, id, method, Some(&server));
             let scope = parts.scope.clone();
             let inner = inner.clone();
             Box::pin(async move {
@@ -286,7 +286,6 @@ pub(crate) fn dispatch(
 /// The context of a nested call, with the handle that fires its abort signal if the call's future is dropped
 /// before the host answered.
 fn call_context(
-    inner: &Inner,
     parts: &RunParts<'_>,
     id: u32,
     method: BridgeMethod,
@@ -492,7 +491,7 @@ fn gate(
         };
     };
     let shown = preview(parts.redactor, args, APPROVAL_PREVIEW_BYTES);
-    let (cx, fire_abort) = call_context(inner, parts, id, method, def.server.as_deref());
+    let (cx, fire_abort) = call_context(parts, id, method, def.server.as_deref());
     let approval_request =
         ApprovalRequest::new(def.name.clone(), path, shown.clone(), cx).with_title(parts.approvals.title.clone());
     parts.asked.push(AskedCall {

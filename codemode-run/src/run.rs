@@ -410,6 +410,7 @@ pub async fn wait_with(inner: Arc<Inner>, run_id: &str, scope: RunScope, options
     let now_ms = inner.clock.now_ms();
     let checkpoint = resumed.checkpoint;
     let (activity_hook, activity_in_json) = (options.activity.clone(), options.activity_in_json);
+    let restored = resumed.live.is_none();
     let mut run = match resumed.live {
         Some(mut run) => {
             run.approvals.options = options;
@@ -424,11 +425,7 @@ pub async fn wait_with(inner: Arc<Inner>, run_id: &str, scope: RunScope, options
                 cell_limits(&inner),
                 ByteCharge::new(inner.limits.max_snapshot_bytes, Some(inner.journals.clone())),
             );
-            let mut activity = Recorder::new(&inner, &checkpoint.run_id, checkpoint.activity.clone());
-            // The calls in flight in the process that parked the run settle as interrupted.
-            for settlement in &machine.ready {
-                activity.finished(settlement.id, &settlement.value, now_ms);
-            }
+            let activity = Recorder::new(&inner, &checkpoint.run_id, checkpoint.activity.clone());
             LiveRun {
                 run_id: checkpoint.run_id.clone(),
                 owner: checkpoint.owner.clone(),
@@ -443,6 +440,12 @@ pub async fn wait_with(inner: Arc<Inner>, run_id: &str, scope: RunScope, options
         }
     };
     run.activity.begin(&inner, &run.machine.source, activity_hook, activity_in_json);
+    if restored {
+        // The calls in flight in the process that parked the run settle as interrupted in this cell.
+        for settlement in &run.machine.ready {
+            run.activity.finished(settlement.id, &settlement.value, now_ms);
+        }
+    }
     if inner.runs.aborted(&resumed.guard) {
         return aborted_during_wait(&inner, run, None);
     }
@@ -621,6 +624,7 @@ fn fail(
         output,
         effects: machine.effect_facts(true),
         telemetry: telemetry(inner, &run.scope),
+        activity: None,
     })
 }
 
@@ -641,7 +645,8 @@ fn complete(inner: &Inner, run: &mut LiveRun, value: Value) -> CodeModeResult {
     };
     let warnings = untrusted_warnings(machine.untrusted);
     let effects = machine.effect_facts(false);
-    CodeModeResult::Completed(Completed { value, warnings, output, effects, telemetry: telemetry(inner, &run.scope) })
+    let telemetry = telemetry(inner, &run.scope);
+    CodeModeResult::Completed(Completed { value, warnings, output, effects, telemetry, activity: None })
 }
 
 async fn drive(inner: &Arc<Inner>, run: &mut LiveRun, slot: &mut Option<Slot<LiveRun>>) -> Stop {
