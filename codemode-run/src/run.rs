@@ -13,13 +13,16 @@ use codemode_bridge::{
     ApprovalDecision, Approver, BridgeErrorCode, BridgeMethod, ByteCharge, CodeModeResult, Completed, EffectFacts,
     ErrorCode, ErrorKind, Failed, FailurePhase, PendingToolCall, Settlement, SettlementValue, WaitReason, Waiting,
 };
-use codemode_snapshot::{AskedCall, Checkpoint, EffectEntry, PendingRequest, RunOwner, Slot, StoreError, YieldRequest};
+use codemode_snapshot::{
+    AskedCall, CallName, Checkpoint, EffectEntry, PendingRequest, RunOwner, Slot, StoreError, YieldRequest,
+};
 use codemode_telemetry::Telemetry;
 use codemode_vm::pool::{Death, WorkerProcess};
 use codemode_vm::protocol::{CellLimits, HostMessage, WorkerMessage};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::{AbortHandle, JoinSet};
+use tracing::Instrument as _;
 
 use crate::machine::{Command, Ending, Event, NO_PARK, RunMachine, RunSetup};
 use crate::scope::CatalogScope;
@@ -56,6 +59,8 @@ pub struct LiveRun {
     handles: BTreeMap<u32, AbortHandle>,
     /// Approvals: who decides them in the current call, and what was decided.
     approvals: RunApprovals,
+    /// The tool each nested call named, kept with the checkpoint for the spans of a replay.
+    calls: Vec<CallName>,
 }
 
 /// A decision on a call's approval, sent by the call's task to its run before the task ends.
@@ -189,6 +194,15 @@ pub async fn exec(inner: Arc<Inner>, input: ExecInput, scope: RunScope) -> CodeM
 
 /// [`exec`] with the call's approver and title.
 pub async fn exec_with(inner: Arc<Inner>, input: ExecInput, scope: RunScope, options: RunOptions) -> CodeModeResult {
+    let span = crate::trace::run_span("exec");
+    crate::trace::record_source(&span, &input.code);
+    let started = crate::trace::started(&span);
+    let result = exec_run(inner, input, scope, options).instrument(span.clone()).await;
+    crate::trace::finish_run(&span, "exec", started, &result);
+    result
+}
+
+async fn exec_run(inner: Arc<Inner>, input: ExecInput, scope: RunScope, options: RunOptions) -> CodeModeResult {
     let prepared = match codemode_source::prepare(&input.code) {
         Ok(prepared) => prepared,
         Err(e) => return input_failure(&inner, &scope, e.message),
@@ -229,7 +243,9 @@ pub async fn exec_with(inner: Arc<Inner>, input: ExecInput, scope: RunScope, opt
         in_flight: JoinSet::new(),
         handles: BTreeMap::new(),
         approvals: RunApprovals::new(options, BTreeSet::new()),
+        calls: Vec::new(),
     };
+    crate::trace::record_run_id(&run.run_id);
     // The run takes a place under the cap of suspended runs only when it first dispatches host work.
     finish(inner, run, None).await
 }
@@ -301,6 +317,7 @@ async fn park(inner: Arc<Inner>, mut run: LiveRun, slot: Option<Slot<LiveRun>>, 
     checkpoint.effects =
         machine.effects.iter().map(|(id, effect)| EffectEntry { id: *id, effect: effect.clone() }).collect();
     checkpoint.approved_for_run = crate::dispatch::lock(&run.approvals.approved).iter().cloned().collect();
+    checkpoint.calls = run.calls.clone();
     let pending_approvals = machine.asked.values().map(|a| a.approval.clone()).collect();
     let effects = machine.effect_facts(true);
     let checkpoint_untrusted = machine.untrusted;
@@ -378,6 +395,21 @@ pub async fn wait(inner: Arc<Inner>, run_id: &str, scope: RunScope) -> CodeModeR
 
 /// [`wait`] with the call's approver and the answers to the run's pending approvals.
 pub async fn wait_with(inner: Arc<Inner>, run_id: &str, scope: RunScope, options: RunOptions) -> CodeModeResult {
+    let span = crate::trace::run_span("wait");
+    let started = crate::trace::started(&span);
+    crate::trace::record_run_id_on(&span, run_id);
+    let result = wait_run(inner, run_id, scope, options, &span).instrument(span.clone()).await;
+    crate::trace::finish_run(&span, "wait", started, &result);
+    result
+}
+
+async fn wait_run(
+    inner: Arc<Inner>,
+    run_id: &str,
+    scope: RunScope,
+    options: RunOptions,
+    span: &tracing::Span,
+) -> CodeModeResult {
     let tools_digest = inner.tools_digest.clone();
     let resumable = |checkpoint: &Checkpoint| {
         // Tools are never re-executed by replay, but a changed catalog would give the program other tools.
@@ -413,6 +445,7 @@ pub async fn wait_with(inner: Arc<Inner>, run_id: &str, scope: RunScope, options
                 in_flight: JoinSet::new(),
                 handles: BTreeMap::new(),
                 approvals: RunApprovals::new(options, checkpoint.approved_for_run.iter().cloned().collect()),
+                calls: checkpoint.calls.clone(),
             }
         }
     };
@@ -431,6 +464,9 @@ pub async fn wait_with(inner: Arc<Inner>, run_id: &str, scope: RunScope, options
             }
         }
         run.machine.detach_cell();
+        // A fresh worker replays the journal: the calls it delivers from there get spans marked as replayed.
+        crate::trace::replay(span);
+        crate::trace::replayed_calls(span, &checkpoint);
     }
     let mut slot = Some(resumed.guard);
     let stop = tokio::select! {
@@ -665,6 +701,7 @@ async fn drive(inner: &Arc<Inner>, run: &mut LiveRun, slot: &mut Option<Slot<Liv
                     ready: &mut run.machine.ready,
                     effects: &mut run.machine.effects,
                     asked: &mut asked,
+                    calls: &mut run.calls,
                     approvals: ApprovalParts {
                         approver: if options.approver.is_some() { &options.approver } else { &inner.approver },
                         answers: &options.answers,
@@ -808,6 +845,8 @@ pub(crate) struct RunParts<'a> {
     pub(crate) effects: &'a mut BTreeMap<u32, codemode_bridge::WriteEffect>,
     /// Calls dispatch sent to an approver; the driver hands them to the machine.
     pub(crate) asked: &'a mut Vec<AskedCall>,
+    /// The tool each nested call named (for the spans of a replay).
+    pub(crate) calls: &'a mut Vec<CallName>,
     /// Who decides approvals in this call, and what was decided.
     pub(crate) approvals: ApprovalParts<'a>,
 }

@@ -4,6 +4,7 @@
 //! The telemetry types are pure data with serde shapes that match the seed (`camelCase`); redaction only masks
 //! copies of text, never what runs.
 
+pub mod otel;
 pub mod redact;
 
 use serde::{Deserialize, Serialize};

@@ -70,6 +70,16 @@ pub struct GatewayConfig {
     pub confinement: Confinement,
     /// Which nested calls are allowed, asked about or denied (`[policy]`; everything allowed when absent).
     pub policy: Policy,
+    /// Where traces and metrics go (`[telemetry]`); the `OTEL_EXPORTER_OTLP_*` variables take precedence.
+    pub telemetry: TelemetryConfig,
+}
+
+/// The `[telemetry]` table: OpenTelemetry export (docs/observability.md).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TelemetryConfig {
+    /// The OTLP http/protobuf base URL (`otlp_endpoint` in TOML, `otlpEndpoint` in JSON), e.g.
+    /// `http://127.0.0.1:4318`; `/v1/traces` and `/v1/metrics` are appended.
+    pub otlp_endpoint: Option<String>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -78,7 +88,7 @@ enum Format {
     Json,
 }
 
-const TOML_TOP_KEYS: [&str; 5] = ["limits", "servers", "state_dir", "confinement", "policy"];
+const TOML_TOP_KEYS: [&str; 6] = ["limits", "servers", "state_dir", "confinement", "policy", "telemetry"];
 const TOML_SERVER_KEYS: [&str; 7] = ["command", "args", "env", "url", "startup", "deny", "direct"];
 
 impl GatewayConfig {
@@ -190,6 +200,10 @@ impl Checker<'_> {
                 other => self.err("policy", other.to_string(), "fix the policy table"),
             })?,
         };
+        let telemetry = match root.get("telemetry") {
+            None => TelemetryConfig::default(),
+            Some(value) => self.telemetry(value)?,
+        };
         let servers = match root.get(servers_key) {
             None => {
                 return Err(self.err(
@@ -217,7 +231,43 @@ impl Checker<'_> {
         if out.is_empty() {
             return Err(self.err(servers_key, "names no enabled server", "add at least one server"));
         }
-        Ok(GatewayConfig { file: self.file.to_path_buf(), limits, servers: out, state_dir, confinement, policy })
+        Ok(GatewayConfig {
+            file: self.file.to_path_buf(),
+            limits,
+            servers: out,
+            state_dir,
+            confinement,
+            policy,
+            telemetry,
+        })
+    }
+
+    fn telemetry(&self, value: &Value) -> Result<TelemetryConfig, Error> {
+        let endpoint_key = if self.format == Format::Toml { "otlp_endpoint" } else { "otlpEndpoint" };
+        let Value::Object(map) = value else {
+            return Err(self.err(
+                "telemetry",
+                "must be a table",
+                format!("write `[telemetry]` with `{endpoint_key} = \"http://127.0.0.1:4318\"`"),
+            ));
+        };
+        for key in map.keys() {
+            if key != endpoint_key {
+                return Err(self.unknown_key(&format!("telemetry.{key}"), key, &[endpoint_key]));
+            }
+        }
+        let otlp_endpoint = match map.get(endpoint_key) {
+            None => None,
+            Some(Value::String(url)) if url.starts_with("http://") || url.starts_with("https://") => Some(url.clone()),
+            Some(_) => {
+                return Err(self.err(
+                    &format!("telemetry.{endpoint_key}"),
+                    "must be an http:// or https:// URL",
+                    "write the collector's OTLP/HTTP base URL, e.g. \"http://127.0.0.1:4318\"",
+                ));
+            }
+        };
+        Ok(TelemetryConfig { otlp_endpoint })
     }
 
     fn limits(&self, value: &Value) -> Result<Limits, Error> {
@@ -536,7 +586,7 @@ url = "http://127.0.0.1:3001/mcp"
     fn unknown_top_key_suggests() {
         assert_eq!(
             toml_err("[server.a]\ncommand = \"x\"\n"),
-            "gw.toml: server: is not a known key (fix: did you mean `servers`? known keys: limits, servers, state_dir, confinement, policy)"
+            "gw.toml: server: is not a known key (fix: did you mean `servers`? known keys: limits, servers, state_dir, confinement, policy, telemetry)"
         );
     }
 

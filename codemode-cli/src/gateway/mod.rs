@@ -13,7 +13,7 @@ pub mod upstream;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-pub use config::{GatewayConfig, ServerConfig, Startup, Transport};
+pub use config::{GatewayConfig, ServerConfig, Startup, TelemetryConfig, Transport};
 pub use server::{Gateway, GatewayServer};
 pub use upstream::UpstreamManager;
 
@@ -73,6 +73,10 @@ pub struct GatewayArgs {
     /// `confinement`).
     #[arg(long, value_name = "MODE", value_parser = parse_confinement)]
     pub confinement: Option<codemode::Confinement>,
+    /// The session id of the stdio client (runs are scoped to it), so that a gateway started again with the same
+    /// id and `--state-dir` can resume the runs an earlier one parked; a fresh id per process when absent.
+    #[arg(long, value_name = "ID", conflicts_with = "http")]
+    pub session: Option<String>,
 }
 
 /// Reads `--confinement`.
@@ -84,7 +88,25 @@ pub fn parse_confinement(name: &str) -> Result<codemode::Confinement, String> {
     codemode::Confinement::parse(name).ok_or_else(|| format!("`{name}` is not one of required, best-effort, off"))
 }
 
-/// Runs the gateway until the client disconnects (stdio) or the process is interrupted (HTTP).
+/// Resolves on SIGINT or SIGTERM.
+async fn stop_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+/// The `[telemetry] otlp_endpoint` of the gateway config `file`, read before the runtime starts (export is set up
+/// once per process); `None` when the file has none or cannot be read (the gateway reports that itself).
+pub fn configured_otlp_endpoint(file: &std::path::Path) -> Option<String> {
+    GatewayConfig::load(file).ok().and_then(|c| c.telemetry.otlp_endpoint)
+}
+
+/// Runs the gateway until the client disconnects (stdio) or the process gets SIGINT or SIGTERM.
 ///
 /// # Errors
 ///
@@ -102,9 +124,19 @@ pub async fn run_gateway(args: GatewayArgs) -> anyhow::Result<()> {
     }
     let state_dir = args.state_dir.or_else(|| config.state_dir.clone());
     let gateway = server::Gateway::start(&config, state_dir).await?;
-    let served = match args.http {
-        Some(addr) => server::serve_http(gateway.clone(), addr).await,
-        None => server::serve_stdio(gateway.clone()).await,
+    let weak = std::sync::Arc::downgrade(&gateway);
+    crate::telemetry::observe_engine(move || weak.upgrade().map(|g| g.stats()));
+    let serving = async {
+        match args.http {
+            Some(addr) => server::serve_http(gateway.clone(), addr).await,
+            None => server::serve_stdio(gateway.clone(), args.session).await,
+        }
+    };
+    // Stopped by SIGINT or SIGTERM, the gateway shuts down as when its stdio client leaves: upstream servers are
+    // stopped and the process's telemetry is flushed.
+    let served = tokio::select! {
+        served = serving => served,
+        () = stop_signal() => Ok(()),
     };
     gateway.shutdown().await;
     Ok(served?)

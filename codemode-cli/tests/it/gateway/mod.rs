@@ -6,6 +6,7 @@
 mod approvals;
 mod e2e;
 mod lines;
+mod otel;
 mod upstream;
 
 use std::path::{Path, PathBuf};
