@@ -124,8 +124,13 @@ pub async fn run_gateway(args: GatewayArgs) -> anyhow::Result<()> {
     }
     let state_dir = args.state_dir.or_else(|| config.state_dir.clone());
     let gateway = server::Gateway::start(&config, state_dir).await?;
-    let weak = std::sync::Arc::downgrade(&gateway);
-    crate::telemetry::observe_engine(move || weak.upgrade().map(|g| g.stats()));
+    // The gauges read the live engine; once it is gone (the last export, at exit), what it held when it stopped.
+    let stopped = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let (weak, last) = (std::sync::Arc::downgrade(&gateway), stopped.clone());
+    crate::telemetry::observe_engine(move || match weak.upgrade() {
+        Some(gateway) => Some(gateway.stats()),
+        None => *last.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
+    });
     let serving = async {
         match args.http {
             Some(addr) => server::serve_http(gateway.clone(), addr).await,
@@ -138,6 +143,7 @@ pub async fn run_gateway(args: GatewayArgs) -> anyhow::Result<()> {
         served = serving => served,
         () = stop_signal() => Ok(()),
     };
+    *stopped.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(gateway.stats());
     gateway.shutdown().await;
     Ok(served?)
 }
