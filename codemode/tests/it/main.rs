@@ -11,5 +11,6 @@ mod harness;
 mod host_integration;
 mod lifecycle;
 mod memory;
+mod spans;
 mod support;
 mod wait;
