@@ -11,6 +11,5 @@ mod harness;
 mod host_integration;
 mod lifecycle;
 mod memory;
-mod spans;
 mod support;
 mod wait;
