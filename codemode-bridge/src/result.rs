@@ -4,7 +4,7 @@
 //! error. `Failed` always says which phase failed and whether any bridge work was dispatched, so a host knows
 //! whether anything may have had an effect.
 
-use codemode_telemetry::Telemetry;
+use codemode_telemetry::{Activity, Telemetry};
 use serde::{Deserialize, Serialize};
 
 /// One item of program output, in the order the program produced it.
@@ -307,6 +307,10 @@ pub struct Completed {
     pub effects: EffectFacts,
     /// Counters for the run.
     pub telemetry: Telemetry,
+    /// What the run's nested calls did during this call, for the library caller ([`CodeModeResult::activity`]);
+    /// in the JSON only when the caller asked for it, so the model's payload does not grow.
+    #[serde(default, skip_serializing_if = "Activity::hidden")]
+    pub activity: Option<Box<Activity>>,
 }
 
 /// A run that parked and can be resumed with `wait`.
@@ -333,6 +337,10 @@ pub struct Waiting {
     pub output: Vec<OutputItem>,
     /// Counters for the run.
     pub telemetry: Telemetry,
+    /// What the run's nested calls did during this call, for the library caller ([`CodeModeResult::activity`]);
+    /// in the JSON only when the caller asked for it, so the model's payload does not grow.
+    #[serde(default, skip_serializing_if = "Activity::hidden")]
+    pub activity: Option<Box<Activity>>,
 }
 
 /// A run that failed.
@@ -361,6 +369,10 @@ pub struct Failed {
     pub effects: EffectFacts,
     /// Counters for the run.
     pub telemetry: Telemetry,
+    /// What the run's nested calls did during this call, for the library caller ([`CodeModeResult::activity`]);
+    /// in the JSON only when the caller asked for it, so the model's payload does not grow.
+    #[serde(default, skip_serializing_if = "Activity::hidden")]
+    pub activity: Option<Box<Activity>>,
 }
 
 /// What every `exec` and `wait` returns.
@@ -394,6 +406,27 @@ impl CodeModeResult {
         }
     }
 
+    /// What the run's nested calls did during this `exec` or `wait`: each call's ids, tool, timing, status, effect
+    /// and redacted previews, replayed calls marked. `None` for a call that ran no program (refused input, an
+    /// unknown run).
+    pub fn activity(&self) -> Option<&Activity> {
+        match self {
+            CodeModeResult::Completed(c) => c.activity.as_deref(),
+            CodeModeResult::Waiting(w) => w.activity.as_deref(),
+            CodeModeResult::Failed(f) => f.activity.as_deref(),
+        }
+    }
+
+    /// Sets the activity of this result.
+    pub fn set_activity(&mut self, activity: Option<Activity>) {
+        let slot = match self {
+            CodeModeResult::Completed(c) => &mut c.activity,
+            CodeModeResult::Waiting(w) => &mut w.activity,
+            CodeModeResult::Failed(f) => &mut f.activity,
+        };
+        *slot = activity.map(Box::new);
+    }
+
     /// The failure, if this result is one.
     pub fn as_failed(&self) -> Option<&Failed> {
         match self {
@@ -420,6 +453,7 @@ impl CodeModeResult {
             output: Vec::new(),
             effects: EffectFacts::default(),
             telemetry,
+            activity: None,
         })
     }
 }

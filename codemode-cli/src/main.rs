@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use codemode::{CodeMode, CodeModeResult, Limits, RunScope};
+use codemode::{CodeMode, CodeModeResult, ExecOptions, Limits, RunScope};
 use codemode_cli::host;
 
 #[global_allocator]
@@ -45,6 +45,10 @@ struct Common {
     /// How workers confine themselves: required (default), best-effort (run without what the kernel lacks) or off.
     #[arg(long, value_name = "MODE", default_value = "required", value_parser = codemode_cli::gateway::parse_confinement)]
     confinement: codemode::Confinement,
+    /// Print what the program's nested calls did (ids, tool, timing, status, effect, redacted previews, replayed
+    /// calls marked) under `activity` in the result.
+    #[arg(long)]
+    activity: bool,
 }
 
 #[derive(Subcommand)]
@@ -114,12 +118,12 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             };
             let engine = engine(&common)?;
             let input = serde_json::json!({ "title": title, "code": code });
-            Ok(print(engine.exec(input, scope(&common)).await))
+            Ok(print(engine.exec_with(input, scope(&common), &options(&common)).await))
         }
         Command::Wait { run_id, common } => {
             let engine = engine(&common)?;
             let input = serde_json::json!({ "runId": run_id });
-            Ok(print(engine.wait(input, scope(&common)).await))
+            Ok(print(engine.wait_with(input, scope(&common), &options(&common)).await))
         }
         Command::Surface { catalog, config } => {
             let limits = match config {
@@ -141,6 +145,10 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         }
         Command::Worker => unreachable!("handled before argument parsing"),
     }
+}
+
+fn options(common: &Common) -> ExecOptions {
+    ExecOptions::default().activity_in_result(common.activity)
 }
 
 fn scope(common: &Common) -> RunScope {

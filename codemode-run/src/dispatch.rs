@@ -81,7 +81,7 @@ pub(crate) fn dispatch(
             if !asks {
                 record_write(&mut parts, id, method, entry, &tool_args);
             }
-            let (cx, fire_abort) = call_context(inner, &parts, id, method, None);
+            let (cx, fire_abort) = call_context(&parts, id, method, None);
             let mode = entry.definition.execution_mode;
             let scope = parts.scope.clone();
             let inner = inner.clone();
@@ -153,7 +153,7 @@ pub(crate) fn dispatch(
             *parts.dispatch_started = true;
             *parts.untrusted = true;
             asks = ask.is_some();
-            let (cx, fire_abort) = call_context(inner, &parts, id, method, Some(&server));
+            let (cx, fire_abort) = call_context(&parts, id, method, Some(&server));
             let scope = parts.scope.clone();
             let inner = inner.clone();
             Box::pin(async move {
@@ -303,7 +303,6 @@ pub(crate) fn dispatch(
 /// The context of a nested call, with the handle that fires its abort signal if the call's future is dropped
 /// before the host answered.
 fn call_context(
-    inner: &Inner,
     parts: &RunParts<'_>,
     id: u32,
     method: BridgeMethod,
@@ -316,7 +315,7 @@ fn call_context(
     cx.agent_id = parts.owner.agent_id.clone();
     cx.agent_run_id = parts.owner.agent_run_id.clone();
     cx.server = server.map(str::to_owned);
-    cx.progress = ProgressSink::new(inner.progress.clone(), parts.run_id, &cx.request_id);
+    cx.progress = ProgressSink::new(parts.progress.clone(), parts.run_id, &cx.request_id);
     cx.abort = abort;
     (cx, fire_abort)
 }
@@ -364,26 +363,10 @@ pub(crate) const APPROVAL_PREVIEW_BYTES: usize = 1024;
 /// Bytes of arguments a result's list of writes shows per write.
 pub(crate) const EFFECT_PREVIEW_BYTES: usize = 256;
 
-/// The arguments as JSON text, redacted and cut to `max` bytes (a cut preview ends with `…`). At most `2 * max`
-/// bytes are ever serialized; redaction runs on those, before the cut, so a secret straddling the cut is masked
-/// whole.
-pub(crate) fn preview(args: &Value, max: usize) -> String {
-    struct Capped(Vec<u8>, usize);
-    impl std::io::Write for Capped {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            let room = self.1.saturating_sub(self.0.len());
-            self.0.extend_from_slice(&bytes[..bytes.len().min(room)]);
-            if bytes.len() > room { Err(std::io::Error::other("preview cap")) } else { Ok(bytes.len()) }
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut capped = Capped(Vec::new(), max.saturating_mul(2));
-    let _ = serde_json::to_writer(&mut capped, args);
-    let text = String::from_utf8_lossy(&capped.0);
-    let redacted = codemode_telemetry::Redactor::new().redact(&text).into_owned();
-    cut(redacted, max)
+/// The arguments as JSON text, redacted with the engine's redactor and cut to `max` bytes (a cut preview ends with
+/// `…`; see [`codemode_telemetry::Redactor::preview`]).
+pub(crate) fn preview(redactor: &codemode_telemetry::Redactor, args: &Value, max: usize) -> String {
+    redactor.preview(args, max)
 }
 
 /// `text` cut to `max` bytes on a character boundary, with `…` when cut.
@@ -408,7 +391,7 @@ fn record_write(parts: &mut RunParts<'_>, id: u32, method: BridgeMethod, entry: 
             tool: entry.definition.name.clone(),
             call_id: format!("bridge:{}:{id}", method.as_str()),
             status: EffectStatus::Uncertain,
-            preview: preview(args, EFFECT_PREVIEW_BYTES),
+            preview: preview(parts.redactor, args, EFFECT_PREVIEW_BYTES),
         },
     );
 }
@@ -526,8 +509,8 @@ fn gate(
             )),
         };
     };
-    let shown = preview(args, APPROVAL_PREVIEW_BYTES);
-    let (cx, fire_abort) = call_context(inner, parts, id, method, def.server.as_deref());
+    let shown = preview(parts.redactor, args, APPROVAL_PREVIEW_BYTES);
+    let (cx, fire_abort) = call_context(parts, id, method, def.server.as_deref());
     let approval_request =
         ApprovalRequest::new(def.name.clone(), path, shown.clone(), cx).with_title(parts.approvals.title.clone());
     parts.asked.push(AskedCall {

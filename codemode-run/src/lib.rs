@@ -4,6 +4,7 @@
 //! It does not parse the model's input (the surface does) nor build the catalog or the pool (the facade does).
 //! Invariant: guest failures come back as `failed` results, never as `Err`; a suspended run is parked or fails.
 
+mod activity;
 mod dispatch;
 pub mod machine;
 mod results;
@@ -18,6 +19,7 @@ use codemode_config::Limits;
 use codemode_snapshot::{Clock, RunStore, SessionStore};
 use codemode_vm::pool::WorkerPool;
 
+pub use activity::ActivityConfig;
 pub use results::ResultStore;
 pub use run::{
     Cell, LiveRun, Waits, abort, cancelled, exec, exec_with, input_failure, start_listener, start_sweeper, wait,
@@ -74,6 +76,10 @@ pub struct Inner {
     pub journals: Arc<codemode_bridge::SharedBytes>,
     /// Decides the calls the tool policy (the catalog's) says to ask about, unless an `exec`/`wait` brings its own.
     pub approver: Option<Arc<dyn Approver>>,
+    /// Masks what people are shown: activity previews, approval and effect previews, the source of a run.
+    pub redactor: Arc<codemode_telemetry::Redactor>,
+    /// The bounds of each run's activity and the engine's activity hook.
+    pub activity: ActivityConfig,
 }
 
 /// What one `exec` or `wait` brings besides its input: who decides the calls that need approval, the answers to
@@ -89,6 +95,10 @@ pub struct RunOptions {
     /// The `exec`'s idempotency key: an `exec` whose key the store already accepted (in this scope) returns that
     /// run's result, or its current state, instead of running the program again.
     pub idempotency_key: Option<String>,
+    /// Receives this call's activity events (besides the engine's hook).
+    pub activity: Option<codemode_telemetry::ActivityHook>,
+    /// Whether the result's JSON carries its activity (the library caller has it either way).
+    pub activity_in_json: bool,
 }
 
 impl std::fmt::Debug for RunOptions {
@@ -98,6 +108,8 @@ impl std::fmt::Debug for RunOptions {
             .field("answers", &self.answers)
             .field("title", &self.title)
             .field("idempotency_key", &self.idempotency_key)
+            .field("activity", &self.activity.is_some())
+            .field("activity_in_json", &self.activity_in_json)
             .finish()
     }
 }

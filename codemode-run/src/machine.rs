@@ -584,6 +584,15 @@ impl RunMachine {
         }
     }
 
+    /// The effect status the host records for tool call `id` settled with `value`: `uncertain` when its tool host
+    /// failed, a write's recorded status, else what the settlement says.
+    pub(crate) fn effect_of(&self, id: u32, value: &SettlementValue) -> EffectStatus {
+        if self.host_failed.contains(&id) {
+            return EffectStatus::Uncertain;
+        }
+        self.effects.get(&id).map_or_else(|| effect_status(value), |e| e.status)
+    }
+
     /// Whether a call is being asked about now (not deferred).
     fn asking(&self) -> bool {
         self.asked.values().any(|a| !a.deferred)

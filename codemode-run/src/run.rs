@@ -23,6 +23,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::{AbortHandle, JoinSet};
 
+use crate::activity::Recorder;
 use crate::machine::{Command, Ending, Event, NO_PARK, RunMachine, RunSetup};
 use crate::scope::CatalogScope;
 use crate::{ExecInput, Inner, RunOptions, RunScope};
@@ -60,6 +61,8 @@ pub struct LiveRun {
     approvals: RunApprovals,
     /// The idempotency key of the `exec` that started the run, under which its final result is recorded.
     idempotency: Option<String>,
+    /// The run's nested calls, as people see them.
+    activity: Recorder,
 }
 
 /// A decision on a call's approval, sent by the call's task to its run before the task ends.
@@ -248,6 +251,9 @@ pub async fn exec_with(inner: Arc<Inner>, input: ExecInput, scope: RunScope, opt
         shared_journal: Some(inner.journals.clone()),
     });
     machine.begin(now_ms, inner.limits.timeout_ms);
+    let run_id = codemode_snapshot::new_run_id();
+    let mut activity = Recorder::new(&inner, &run_id, Default::default());
+    activity.begin(&inner, &machine.source, options.activity.clone(), options.activity_in_json);
     let run = LiveRun {
         run_id,
         owner: owner_of(&scope),
@@ -258,6 +264,7 @@ pub async fn exec_with(inner: Arc<Inner>, input: ExecInput, scope: RunScope, opt
         handles: BTreeMap::new(),
         approvals: RunApprovals::new(options, BTreeSet::new()),
         idempotency,
+        activity,
     };
     // The run takes a place under the cap of suspended runs only when it first dispatches host work.
     finish(inner, run, None).await
@@ -272,15 +279,18 @@ async fn finish(inner: Arc<Inner>, mut run: LiveRun, mut slot: Option<Slot<LiveR
                 inner.runs.finish(slot).await;
             }
             release_worker(&inner, &mut run);
-            ended(&inner, &run, *result).await
+            ended(&inner, &mut run, *result).await
         }
         Stop::Park(reason) => park(inner, run, slot, reason).await,
     }
 }
 
-/// What a run that ended leaves in the store before its result is returned: the values `results.load` will read
-/// (on any replica), and the result under the idempotency key of the `exec` that started it.
-async fn ended(inner: &Inner, run: &LiveRun, result: CodeModeResult) -> CodeModeResult {
+/// `result` with the activity of the cell that ended it (calls still open were cancelled with the run's tasks),
+/// after what the run leaves in the store: the values `results.load` will read (on any replica), and the result
+/// under the idempotency key of the `exec` that started it.
+async fn ended(inner: &Inner, run: &mut LiveRun, mut result: CodeModeResult) -> CodeModeResult {
+    run.activity.cancel_open(inner.clock.now_ms());
+    result.set_activity(Some(run.activity.take()));
     inner.results.flush().await;
     if let Some(key) = &run.idempotency {
         let value = serde_json::to_value(&result).expect("results always serialize");
@@ -315,6 +325,7 @@ async fn already_accepted(inner: &Inner, scope: &RunScope, run_id: &str, result:
             warnings: untrusted_warnings(checkpoint.untrusted),
             output: Vec::new(),
             telemetry,
+            activity: None,
         }),
         _ => with_effects(
             CodeModeResult::failed(
@@ -365,6 +376,7 @@ fn checkpoint_of(inner: &Inner, run: &LiveRun, reason: WaitReason) -> Checkpoint
         machine.effects.iter().map(|(id, effect)| EffectEntry { id: *id, effect: effect.clone() }).collect();
     checkpoint.approved_for_run = crate::dispatch::lock(&run.approvals.approved).iter().cloned().collect();
     checkpoint.idempotency_key = run.idempotency.clone();
+    checkpoint.activity = run.activity.log();
     checkpoint
 }
 
@@ -415,6 +427,7 @@ async fn park(inner: Arc<Inner>, mut run: LiveRun, slot: Option<Slot<LiveRun>>, 
         return result;
     };
     let mut checkpoint = checkpoint_of(&inner, &run, reason);
+    let activity = Some(Box::new(run.activity.take()));
     let machine = &mut run.machine;
     let pending_approvals = machine.asked.values().map(|a| a.approval.clone()).collect();
     checkpoint.call_counts = machine.call_counts;
@@ -451,6 +464,7 @@ async fn park(inner: Arc<Inner>, mut run: LiveRun, slot: Option<Slot<LiveRun>>, 
             warnings: untrusted_warnings(checkpoint_untrusted),
             output,
             telemetry,
+            activity,
         }),
         Err(e) => CodeModeResult::Failed(Failed {
             error: e.to_string(),
@@ -462,6 +476,7 @@ async fn park(inner: Arc<Inner>, mut run: LiveRun, slot: Option<Slot<LiveRun>>, 
             output,
             effects,
             telemetry,
+            activity,
         }),
     }
 }
@@ -535,6 +550,8 @@ pub async fn wait_with(inner: Arc<Inner>, run_id: &str, scope: RunScope, options
     let _registered = inner.waits.register(run_id, &caller, abort_tx);
     let now_ms = inner.clock.now_ms();
     let checkpoint = resumed.checkpoint;
+    let (activity_hook, activity_in_json) = (options.activity.clone(), options.activity_in_json);
+    let restored = resumed.live.is_none();
     let mut run = match resumed.live {
         Some(mut run) => {
             run.approvals.options = options;
@@ -544,25 +561,36 @@ pub async fn wait_with(inner: Arc<Inner>, run_id: &str, scope: RunScope, options
             // Parked by another process (or this one before a restart): rebuild from the checkpoint. Requests that
             // were in flight are gone with that process; the program learns they were interrupted.
             let restored = Some((checkpoint.counter_scope.as_str(), checkpoint.counters));
+            let machine = RunMachine::restore(
+                &checkpoint,
+                cell_limits(&inner),
+                ByteCharge::new(inner.limits.max_snapshot_bytes, Some(inner.journals.clone())),
+            );
+            let activity = Recorder::new(&inner, &checkpoint.run_id, checkpoint.activity.clone());
             LiveRun {
                 run_id: checkpoint.run_id.clone(),
                 owner: checkpoint.owner.clone(),
                 scope: inner.scopes.get(&checkpoint.owner, &inner.catalog, restored),
-                machine: RunMachine::restore(
-                    &checkpoint,
-                    cell_limits(&inner),
-                    ByteCharge::new(inner.limits.max_snapshot_bytes, Some(inner.journals.clone())),
-                ),
+                machine,
                 worker: None,
                 in_flight: JoinSet::new(),
                 handles: BTreeMap::new(),
                 approvals: RunApprovals::new(options, checkpoint.approved_for_run.iter().cloned().collect()),
                 idempotency: checkpoint.idempotency_key.clone(),
+                activity,
             }
         }
     };
+    run.activity.begin(&inner, &run.machine.source, activity_hook, activity_in_json);
+    if restored {
+        // The calls in flight in the process that parked the run settle as interrupted in this cell.
+        for settlement in &run.machine.ready {
+            let recorded = run.machine.effect_of(settlement.id, &settlement.value);
+            run.activity.finished(settlement.id, &settlement.value, now_ms, recorded);
+        }
+    }
     if inner.runs.aborted(&resumed.guard) {
-        return aborted_during_wait(&inner, run, None);
+        return aborted_during_wait(&inner, run, None).await;
     }
     run.machine.begin(now_ms, inner.limits.timeout_ms);
     if run.worker.is_none() {
@@ -572,7 +600,8 @@ pub async fn wait_with(inner: Arc<Inner>, run_id: &str, scope: RunScope, options
                 run.worker = Some(worker);
             }
             Err(e) => {
-                return fail(&inner, &mut run, ErrorCode::RuntimeUnavailable, FailurePhase::Host, e.to_string());
+                let result = fail(&inner, &mut run, ErrorCode::RuntimeUnavailable, FailurePhase::Host, e.to_string());
+                return ended(&inner, &mut run, result).await;
             }
         }
         run.machine.detach_cell();
@@ -580,7 +609,7 @@ pub async fn wait_with(inner: Arc<Inner>, run_id: &str, scope: RunScope, options
     let mut slot = Some(resumed.guard);
     let stop = tokio::select! {
         stop = drive(&inner, &mut run, &mut slot) => stop,
-        Ok(reply) = &mut aborted => return aborted_during_wait(&inner, run, Some(reply)),
+        Ok(reply) = &mut aborted => return aborted_during_wait(&inner, run, Some(reply)).await,
     };
     match stop {
         Stop::Done(result) => {
@@ -588,7 +617,7 @@ pub async fn wait_with(inner: Arc<Inner>, run_id: &str, scope: RunScope, options
                 inner.runs.finish(slot).await;
             }
             release_worker(&inner, &mut run);
-            ended(&inner, &run, *result).await
+            ended(&inner, &mut run, *result).await
         }
         Stop::Park(reason) => park(inner.clone(), run, slot, reason).await,
     }
@@ -610,7 +639,11 @@ fn concealed(inner: &Inner, run_id: &str, scope: &RunScope, caller: &RunOwner, e
 
 /// Ends a wait whose run was aborted: kills its worker, cancels its host work and hands the final telemetry to the
 /// [`abort`] that asked (the run's slot is freed as the caller drops it).
-fn aborted_during_wait(inner: &Inner, mut run: LiveRun, reply: Option<oneshot::Sender<Telemetry>>) -> CodeModeResult {
+async fn aborted_during_wait(
+    inner: &Inner,
+    mut run: LiveRun,
+    reply: Option<oneshot::Sender<Telemetry>>,
+) -> CodeModeResult {
     run.in_flight.abort_all();
     if run.worker.take().is_some() {
         inner.pool.replenish();
@@ -619,10 +652,11 @@ fn aborted_during_wait(inner: &Inner, mut run: LiveRun, reply: Option<oneshot::S
     if let Some(reply) = reply {
         let _ = reply.send(telemetry.clone());
     }
-    with_effects(
+    let result = with_effects(
         CodeModeResult::failed(ErrorCode::Aborted, FailurePhase::Host, "code mode run aborted", telemetry),
         run.machine.effect_facts(true, true),
-    )
+    );
+    ended(inner, &mut run, result).await
 }
 
 /// `result` with the host's effect facts (a failed or completed result).
@@ -762,6 +796,7 @@ fn fail(
         output,
         effects: machine.effect_facts(true, true),
         telemetry: telemetry(inner, &run.scope),
+        activity: None,
     })
 }
 
@@ -782,7 +817,8 @@ fn complete(inner: &Inner, run: &mut LiveRun, value: Value) -> CodeModeResult {
     };
     let warnings = untrusted_warnings(machine.untrusted);
     let effects = machine.effect_facts(false, true);
-    CodeModeResult::Completed(Completed { value, warnings, output, effects, telemetry: telemetry(inner, &run.scope) })
+    let telemetry = telemetry(inner, &run.scope);
+    CodeModeResult::Completed(Completed { value, warnings, output, effects, telemetry, activity: None })
 }
 
 async fn drive(inner: &Arc<Inner>, run: &mut LiveRun, slot: &mut Option<Slot<LiveRun>>) -> Stop {
@@ -798,6 +834,11 @@ async fn drive(inner: &Arc<Inner>, run: &mut LiveRun, slot: &mut Option<Slot<Liv
         };
         match command {
             Command::Send(message) => {
+                if let HostMessage::Start(start) = &message
+                    && !start.journal.rounds.is_empty()
+                {
+                    run.activity.replaying(&start.journal);
+                }
                 let sent = match run.worker.as_mut() {
                     Some(worker) => Cell::send(worker, &message).await,
                     None => Err("the run has no worker".into()),
@@ -824,6 +865,11 @@ async fn drive(inner: &Arc<Inner>, run: &mut LiveRun, slot: &mut Option<Slot<Liv
                         }
                     }
                 }
+                let id = request.id;
+                run.activity.started(inner, &request, inner.clock.now_ms());
+                // Dispatch sets `dispatch_started` when it hands a call to its tool host.
+                let dispatch_started = std::mem::take(&mut run.machine.dispatch_started);
+                let progress = run.activity.progress_hook(inner.progress.clone());
                 let mut sink = PendingSink { methods: &mut run.machine.pending, handles: &mut run.handles };
                 let mut asked = Vec::new();
                 let options = &run.approvals.options;
@@ -851,8 +897,16 @@ async fn drive(inner: &Arc<Inner>, run: &mut LiveRun, slot: &mut Option<Slot<Liv
                         turn: &run.approvals.turn,
                         notices: &run.approvals.notices,
                     },
+                    progress,
+                    redactor: &inner.redactor,
                 };
-                if let Err(Refusal(code, phase, message)) = crate::dispatch::dispatch(inner, parts, request, digest) {
+                let refused = crate::dispatch::dispatch(inner, parts, request, digest);
+                if run.machine.dispatch_started {
+                    run.activity.handed(id);
+                }
+                run.machine.dispatch_started |= dispatch_started;
+                settled(inner, run, id);
+                if let Err(Refusal(code, phase, message)) = refused {
                     run.machine.handle(Event::Refused { code, phase, message });
                 }
                 if !asked.is_empty() {
@@ -899,7 +953,7 @@ async fn collect(inner: &Inner, run: &mut LiveRun, until_ms: Option<u64>, drain:
     match until_ms {
         None => {
             while let Some(joined) = run.in_flight.try_join_next() {
-                accept(run, joined);
+                accept(inner, run, joined);
             }
         }
         Some(_) if run.in_flight.is_empty() => idle = true,
@@ -920,10 +974,10 @@ async fn collect(inner: &Inner, run: &mut LiveRun, until_ms: Option<u64>, drain:
                         break;
                     }
                     Ok(None) => break,
-                    Ok(Some(joined)) => accept(run, joined),
+                    Ok(Some(joined)) => accept(inner, run, joined),
                 }
                 while let Some(joined) = run.in_flight.try_join_next() {
-                    accept(run, joined);
+                    accept(inner, run, joined);
                 }
                 if !drain || run.in_flight.is_empty() {
                     break;
@@ -943,12 +997,14 @@ fn take_notices(run: &mut LiveRun) {
     }
 }
 
-fn accept(run: &mut LiveRun, joined: Result<Settlement, tokio::task::JoinError>) {
+fn accept(inner: &Inner, run: &mut LiveRun, joined: Result<Settlement, tokio::task::JoinError>) {
     take_notices(run);
     match joined {
         Ok(settlement) => {
-            run.handles.remove(&settlement.id);
+            let id = settlement.id;
+            run.handles.remove(&id);
             run.machine.handle(Event::Settled(settlement));
+            settled(inner, run, id);
         }
         Err(e) if e.is_cancelled() => {}
         Err(e) => {
@@ -957,8 +1013,18 @@ fn accept(run: &mut LiveRun, joined: Result<Settlement, tokio::task::JoinError>)
             if let Some(id) = failed {
                 run.handles.remove(&id);
                 run.machine.handle(Event::HostFailed(id));
+                settled(inner, run, id);
             }
         }
+    }
+}
+
+/// Records call `id` as finished if the machine took its settlement (a deferred approval's is dropped: the call
+/// waits in the run).
+fn settled(inner: &Inner, run: &mut LiveRun, id: u32) {
+    if let Some(settlement) = run.machine.ready.iter().rev().find(|s| s.id == id) {
+        let recorded = run.machine.effect_of(id, &settlement.value);
+        run.activity.finished(id, &settlement.value, inner.clock.now_ms(), recorded);
     }
 }
 
@@ -985,6 +1051,10 @@ pub(crate) struct RunParts<'a> {
     pub(crate) asked: &'a mut Vec<AskedCall>,
     /// Who decides approvals in this call, and what was decided.
     pub(crate) approvals: ApprovalParts<'a>,
+    /// Receives the progress tool hosts report for the run's calls.
+    pub(crate) progress: Option<codemode_bridge::ProgressHook>,
+    /// Redacts what people are shown (approval and effect previews).
+    pub(crate) redactor: &'a codemode_telemetry::Redactor,
 }
 
 /// A request the host refuses outright fails the whole cell: `(code, phase, message)`.

@@ -4,18 +4,27 @@
 //! Invariant of the directory backend: a file is either absent or a complete, valid document (temp file renamed into
 //! place); `take` is an atomic rename, so one process at most consumes a checkpoint; a file is read only if it is a
 //! regular file (no symlink followed) under a size cap, a checkpoint only if the run id inside matches its name.
+//! Files are created readable by their owner only (0600) in folders only their owner may enter (0700); with a
+//! [`Keyring`] every document is sealed before it is written and must open under a key before it is used.
 
 use std::collections::HashMap;
 use std::fs;
 use std::io::{ErrorKind, Read as _, Write};
-use std::os::unix::fs::OpenOptionsExt as _;
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use crate::seal::{self, Keyring};
 use crate::{Checkpoint, StoreError, is_valid_run_id};
+
+/// The mode of every file the directory backend writes: its owner reads and writes it, nobody else.
+pub const STATE_FILE_MODE: u32 = 0o600;
+
+/// The mode of the directory backend's folders: only their owner may list or enter them.
+pub const STATE_DIR_MODE: u32 = 0o700;
 
 /// The largest checkpoint file the directory backend reads: the largest `maxSnapshotBytes` allows.
 pub const MAX_CHECKPOINT_FILE_BYTES: u64 = 256 * 1024 * 1024;
@@ -145,20 +154,36 @@ impl SessionBackend for MemoryBackend {
 pub struct FileBackend {
     dir: PathBuf,
     fsync: bool,
+    keys: Option<Arc<Keyring>>,
 }
 
 impl FileBackend {
-    /// Uses `dir`, creating it and its `runs/` and `sessions/` folders when missing.
+    /// Uses `dir`, creating it and its `runs/` and `sessions/` folders when missing; all three are made 0700 (only
+    /// their owner may list or enter them), existing ones included.
     ///
     /// # Errors
     ///
-    /// A folder could not be created.
+    /// A folder could not be created or its mode set.
     pub fn open(dir: impl Into<PathBuf>) -> Result<Self, StoreError> {
-        let backend = FileBackend { dir: dir.into(), fsync: true };
-        for sub in [backend.runs_dir(), backend.sessions_dir()] {
-            fs::create_dir_all(&sub).map_err(|e| StoreError::io(&sub, e))?;
+        let backend = FileBackend { dir: dir.into(), fsync: true, keys: None };
+        for folder in [backend.dir.clone(), backend.runs_dir(), backend.sessions_dir()] {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(STATE_DIR_MODE)
+                .create(&folder)
+                .map_err(|e| StoreError::io(&folder, e))?;
+            fs::set_permissions(&folder, fs::Permissions::from_mode(STATE_DIR_MODE))
+                .map_err(|e| StoreError::io(&folder, e))?;
         }
         Ok(backend)
+    }
+
+    /// Seals every checkpoint and session file with `keys` (the first key seals; any key opens what it sealed).
+    /// Files that are not sealed are then refused, never read.
+    #[must_use]
+    pub fn with_keys(mut self, keys: Option<Arc<Keyring>>) -> Self {
+        self.keys = keys;
+        self
     }
 
     /// Skips the fsync before each rename: a process crash still leaves only complete files, a power loss may not.
@@ -201,7 +226,7 @@ fn write_atomic(path: &Path, bytes: &[u8], fsync: bool) -> Result<(), StoreError
     let folder = path.parent().expect("backend paths always have a parent folder");
     let tmp = folder.join(format!(".tmp-{}", uuid::Uuid::new_v4().simple()));
     let write = || -> std::io::Result<()> {
-        let mut file = fs::File::create(&tmp)?;
+        let mut file = fs::File::options().write(true).create_new(true).mode(STATE_FILE_MODE).open(&tmp)?;
         file.write_all(bytes)?;
         if fsync {
             file.sync_all()?;
@@ -246,9 +271,16 @@ fn read_optional(path: &Path, cap: u64) -> Result<Option<Vec<u8>>, StoreError> {
 
 /// Decodes the checkpoint file of `run_id`, refusing one that holds another run's checkpoint: a file copied under
 /// another run's name must not resume (and re-run the calls of) the run it came from.
-fn decode_checkpoint(path: &Path, run_id: &str, bytes: &[u8]) -> Result<Checkpoint, StoreError> {
+fn decode_checkpoint(
+    path: &Path,
+    run_id: &str,
+    bytes: &[u8],
+    keys: Option<&Keyring>,
+) -> Result<Checkpoint, StoreError> {
+    let bytes = seal::open(keys, run_id, bytes)
+        .map_err(|e| StoreError::Sealed { path: path.to_owned(), reason: e.to_string() })?;
     let checkpoint =
-        Checkpoint::decode(bytes).map_err(|reason| StoreError::Corrupt { path: path.to_owned(), reason })?;
+        Checkpoint::decode(&bytes).map_err(|reason| StoreError::Corrupt { path: path.to_owned(), reason })?;
     if checkpoint.run_id != run_id {
         return Err(StoreError::Corrupt {
             path: path.to_owned(),
@@ -260,13 +292,15 @@ fn decode_checkpoint(path: &Path, run_id: &str, bytes: &[u8]) -> Result<Checkpoi
 
 impl CheckpointBackend for FileBackend {
     fn put(&self, checkpoint: &Checkpoint) -> Result<(), StoreError> {
-        write_atomic(&self.run_path(&checkpoint.run_id)?, &checkpoint.encode(), self.fsync)
+        let encoded = checkpoint.encode();
+        let bytes = seal::seal(self.keys.as_deref(), &checkpoint.run_id, &encoded);
+        write_atomic(&self.run_path(&checkpoint.run_id)?, &bytes, self.fsync)
     }
 
     fn get(&self, run_id: &str) -> Result<Option<Checkpoint>, StoreError> {
         let path = self.run_path(run_id)?;
         read_optional(&path, MAX_CHECKPOINT_FILE_BYTES)?
-            .map(|bytes| decode_checkpoint(&path, run_id, &bytes))
+            .map(|bytes| decode_checkpoint(&path, run_id, &bytes, self.keys.as_deref()))
             .transpose()
     }
 
@@ -282,7 +316,7 @@ impl CheckpointBackend for FileBackend {
         let bytes = read_optional(&claimed, MAX_CHECKPOINT_FILE_BYTES);
         let _ = fs::remove_file(&claimed);
         match bytes? {
-            Some(bytes) => decode_checkpoint(&path, run_id, &bytes).map(Some),
+            Some(bytes) => decode_checkpoint(&path, run_id, &bytes, self.keys.as_deref()).map(Some),
             None => Ok(None),
         }
     }
@@ -329,6 +363,8 @@ impl SessionBackend for FileBackend {
     fn load_session(&self, session: &str) -> Result<Map<String, Value>, StoreError> {
         let path = self.session_path(session);
         let Some(bytes) = read_optional(&path, MAX_SESSION_FILE_BYTES)? else { return Ok(Map::new()) };
+        let bytes = seal::open(self.keys.as_deref(), session, &bytes)
+            .map_err(|e| StoreError::Sealed { path: path.clone(), reason: e.to_string() })?;
         let file: SessionFile = serde_json::from_slice(&bytes)
             .map_err(|e| StoreError::Corrupt { path: path.clone(), reason: e.to_string() })?;
         if file.session != session {
@@ -348,6 +384,6 @@ impl SessionBackend for FileBackend {
         }
         let file = SessionFileRef { session, values };
         let bytes = serde_json::to_vec(&file).expect("JSON maps always serialize");
-        write_atomic(&path, &bytes, self.fsync)
+        write_atomic(&path, &seal::seal(self.keys.as_deref(), session, &bytes), self.fsync)
     }
 }

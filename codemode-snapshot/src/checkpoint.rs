@@ -8,6 +8,7 @@ use codemode_bridge::{
     BridgeErrorCode, BridgeMethod, BridgeRequest, CallCounts, Journal, OutputBudget, PendingApproval, RequestDigest,
     Round, Settlement, SettlementValue, WaitReason, WriteEffect,
 };
+use codemode_telemetry::ActivityLog;
 use serde::{Deserialize, Serialize};
 
 use crate::StoreError;
@@ -203,6 +204,11 @@ pub struct Checkpoint {
     /// result is recorded under it, by whichever process finishes the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
+    /// The run's activity: its finished nested calls (redacted, bounded), the calls open when it parked and its
+    /// cell. Checkpoints written before activity was recorded have none. It has caps of its own
+    /// (`ActivityLimits`) and is not counted against `maxSnapshotBytes`.
+    #[serde(default, skip_serializing_if = "ActivityLog::is_empty")]
+    pub activity: ActivityLog,
     /// Where checkpoints written before these fields were typed kept them, `{"yield": .., "untrusted": ..}`; read
     /// only, and moved into the fields by [`Checkpoint::decode`].
     #[serde(rename = "extra", default, skip_serializing)]
@@ -287,6 +293,7 @@ impl Checkpoint {
             effects: Vec::new(),
             call_counts: CallCounts::default(),
             idempotency_key: None,
+            activity: ActivityLog::default(),
             legacy_extra: None,
         }
     }
@@ -319,7 +326,8 @@ impl Checkpoint {
     }
 
     /// The encoded length, if it fits `max_snapshot_bytes`. It is counted without building the text, and the
-    /// count stops as soon as it passes the cap, so an oversized checkpoint costs no memory and little time.
+    /// count stops as soon as it passes the cap, so an oversized checkpoint costs no memory and little time. The
+    /// activity log, bounded by its own caps, is not counted.
     ///
     /// # Errors
     ///
@@ -342,9 +350,11 @@ impl Checkpoint {
                 Ok(())
             }
         }
-        let mut capped = Capped { count: 0, max: max_snapshot_bytes };
+        // `,"activity":` and the log's JSON.
+        let activity = if self.activity.is_empty() { 0 } else { 12 + codemode_bridge::json_len(&self.activity) as u64 };
+        let mut capped = Capped { count: 0, max: max_snapshot_bytes.saturating_add(activity) };
         let fits = serde_json::to_writer(&mut capped, self).is_ok();
-        let size = usize::try_from(capped.count).unwrap_or(usize::MAX);
+        let size = usize::try_from(capped.count.saturating_sub(activity)).unwrap_or(usize::MAX);
         if !fits {
             return Err(StoreError::SnapshotTooLarge { size, max: max_snapshot_bytes });
         }

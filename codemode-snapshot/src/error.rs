@@ -99,6 +99,18 @@ pub enum StoreError {
     /// The shared store (a database) failed or could not be reached.
     #[error("run store backend failed: {0}")]
     Backend(String),
+    /// A stored file could not be opened with the configured state keys (see `seal`): the message says why and what
+    /// to set.
+    #[error("state file {path} was not used: {reason}")]
+    Sealed {
+        /// The file.
+        path: PathBuf,
+        /// Why, naming the key id.
+        reason: String,
+    },
+    /// The state key configuration cannot be used.
+    #[error("{0}")]
+    Key(#[from] crate::seal::KeyError),
     /// A stored file could not be decoded.
     #[error("corrupt state file {path}: {reason}")]
     Corrupt {
@@ -128,6 +140,8 @@ impl StoreError {
             StoreError::InvalidRunId(_)
             | StoreError::Io { .. }
             | StoreError::Corrupt { .. }
+            | StoreError::Sealed { .. }
+            | StoreError::Key(_)
             | StoreError::ForeignCheckpoint { .. } => ErrorCode::InternalError,
         }
     }

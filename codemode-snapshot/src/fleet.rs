@@ -467,8 +467,9 @@ impl FleetBackend for LocalFleet {
                         gone.push(run_id);
                     }
                 }
-                // An undecodable file is left for a person to look at; it is refused when loaded.
-                Ok(_) | Err(StoreError::Corrupt { .. }) => {}
+                // An undecodable file, or one no configured state key opens, is left for a person to look at; it is
+                // refused when loaded.
+                Ok(_) | Err(StoreError::Corrupt { .. } | StoreError::Sealed { .. }) => {}
                 Err(e) => return Err(e),
             }
         }

@@ -236,7 +236,8 @@ impl<L: Send + 'static> RunStore<L> {
         self.inner.max_runs
     }
 
-    /// Deletes expired checkpoints from the backend; call it once at start. Undecodable files are left in place.
+    /// Deletes expired checkpoints from the backend; call it once at start. Files that cannot be decoded or opened
+    /// with the configured state keys are left in place.
     /// Returns how many were deleted.
     ///
     /// # Errors

@@ -12,35 +12,8 @@ use oxc_ast_visit::{Visit, walk};
 use oxc_parser::{ParseOptions, Parser};
 use oxc_span::{SourceType, Span};
 
+pub use codemode_telemetry::redact::is_credential_name;
 use codemode_telemetry::{MASK, Redactor};
-
-/// Word parts of a name that make its literal value a credential.
-const CREDENTIAL_WORDS: &[&str] = &[
-    "token",
-    "secret",
-    "password",
-    "passwd",
-    "pwd",
-    "apikey",
-    "api_key",
-    "accesskey",
-    "access_key",
-    "privatekey",
-    "private_key",
-    "credential",
-    "auth",
-    "bearer",
-    "cookie",
-    "sessionkey",
-    "session_key",
-    "signature",
-];
-
-/// Whether a binding or property called `name` holds a credential when it is given a literal.
-pub fn is_credential_name(name: &str) -> bool {
-    let lower: String = name.chars().filter(|c| *c != '-').flat_map(char::to_lowercase).collect();
-    CREDENTIAL_WORDS.iter().any(|word| lower.contains(word) || lower.replace('_', "").contains(word))
-}
 
 /// `source` as people may see it: credential literals masked on the tree, then `redactor` over the whole text.
 /// A source that does not parse gets the text redaction only.

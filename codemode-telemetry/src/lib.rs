@@ -1,13 +1,19 @@
 //! Telemetry carried by every code mode result (catalog size and sources, cumulative counters, the counter scope
-//! and the visible control tools), and the redaction of everything recorded for people ([`redact`]).
+//! and the visible control tools), the activity record of a run's nested calls ([`activity`]), and the redaction of
+//! everything recorded for people ([`redact`]).
 //!
-//! The telemetry types are pure data with serde shapes that match the seed (`camelCase`); redaction only masks
-//! copies of text, never what runs.
+//! The telemetry and activity types are pure data with serde shapes that match the seed (`camelCase`); redaction
+//! only masks copies of text, never what runs.
 
+pub mod activity;
 pub mod redact;
 
 use serde::{Deserialize, Serialize};
 
+pub use activity::{
+    Activity, ActivityEvent, ActivityHook, ActivityLimits, ActivityLog, CallEffect, CallProgressEvent, CallRecord,
+    CallStart, CallStatus, Dropped,
+};
 pub use redact::{MASK, PatternError, Redactor};
 
 /// Catalog entries per source kind.

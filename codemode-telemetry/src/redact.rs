@@ -1,9 +1,11 @@
-//! Redaction of text meant for people (activity previews, spans, logs, the source shown for a run): recognizable
-//! token shapes (provider API keys, JWTs, bearer credentials, private key blocks), secrets the host registered and
-//! patterns it configured are replaced by [`MASK`].
+//! Redaction of text meant for people (activity previews, spans, logs, the source shown for a run): quoted literals
+//! given to credential-like names (`"apiKey": "..."`, `password = '...'`), recognizable token shapes (provider API
+//! keys, JWTs, bearer credentials, private key blocks), secrets the host registered and patterns it configured are
+//! replaced by [`MASK`]; [`Redactor::preview`] and [`Redactor::text`] also cap what they return.
 //!
 //! It never changes what runs: only copies made for people pass through it. Invariant: masks are whole and stable,
-//! so redacting a redacted text returns it unchanged (a match that touches an existing mask is left alone).
+//! so redacting a redacted text returns it unchanged (a match that touches an existing mask is left alone), and a
+//! text cut to a cap never ends in the visible start of a secret or token.
 
 use std::borrow::Cow;
 use std::sync::LazyLock;
@@ -19,16 +21,68 @@ pub const MIN_SECRET_LEN: usize = 6;
 /// Token shapes recognized without configuration, by name.
 const TOKEN_SHAPES: &[(&str, &str)] = &[
     ("private key block", r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----"),
-    ("bearer credential", r"(?i)\bbearer\s+[A-Za-z0-9\-._~+/]{8,}=*"),
-    ("JWT", r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}"),
-    ("Anthropic key", r"\bsk-ant-[A-Za-z0-9_-]{20,}"),
-    ("OpenAI key", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"),
-    ("GitHub token", r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})"),
-    ("AWS access key id", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
-    ("Google API key", r"\bAIza[0-9A-Za-z_-]{35}"),
-    ("Slack token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
+    // Distinctive prefixes match inside a word too (`key=ghp_…`, `tokenghp_…`); the generic `sk-` and `sk_live_`
+    // only at a word's start, so `task-list-…` stays.
+    ("bearer credential", r"(?i:bearer)\s+[A-Za-z0-9\-._~+/]{8,}=*"),
+    ("JWT", r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}"),
+    ("Anthropic key", r"sk-ant-[A-Za-z0-9_-]{20,}"),
+    ("OpenAI key", r"(?:sk-(?:proj|svcacct|admin)-|\bsk-)[A-Za-z0-9_-]{20,}"),
+    ("GitHub token", r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})"),
+    ("AWS access key id", r"(?:AKIA|ASIA)[0-9A-Z]{16}"),
+    ("Google API key", r"AIza[0-9A-Za-z_-]{35}"),
+    ("Slack token", r"xox[abposr]-[A-Za-z0-9-]{10,}"),
     ("Stripe key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"),
 ];
+
+/// Word parts of a name that make its literal value a credential.
+const CREDENTIAL_WORDS: &[&str] = &[
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "pwd",
+    "apikey",
+    "api_key",
+    "accesskey",
+    "access_key",
+    "privatekey",
+    "private_key",
+    "credential",
+    "auth",
+    "bearer",
+    "cookie",
+    "sessionkey",
+    "session_key",
+    "signature",
+];
+
+/// Whether a binding, property or key called `name` holds a credential when it is given a literal
+/// (`API_TOKEN`, `apiKey`, `x-api-key`, `db_password`, `Authorization`).
+pub fn is_credential_name(name: &str) -> bool {
+    let lower: String = name.chars().filter(|c| *c != '-').flat_map(char::to_lowercase).collect();
+    CREDENTIAL_WORDS.iter().any(|word| lower.contains(word) || lower.replace('_', "").contains(word))
+}
+
+/// A name, optionally quoted, then `:` or `=` and a quoted literal (a template literal only without `${`): the
+/// shape of a credential given to a name in source text, JSON (also JSON escaped inside a JSON string), headers and
+/// logs. Group 1 is the name, group 2 the literal with its quotes.
+static ASSIGNED_LITERAL: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(concat!(
+        r#"(?:\\?["'`])?([A-Za-z_$][A-Za-z0-9_$\-]*)(?:\\?["'`])?\s*(?:=|:)\s*"#,
+        r#"(\\"(?:[^"\\\n]|\\[^"\n])*\\"|"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|`[^`$\\]*`)"#,
+    ))
+    .expect("the credential literal shape compiles")
+});
+
+/// Where a word that begins like a token shape reaches the end of a text that was cut: a provider key, a JWT or a
+/// bearer credential whose rest was cut off.
+static UNFINISHED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(concat!(
+        r"(?:(?i:bearer)\s+\S*|(?:sk-(?:ant|proj|svcacct|admin)-|\bsk-|\b[sr]k_|gh[pousr]_|github_pat_|AKIA|ASIA|AIza|",
+        r"xox[abposr]-|eyJ)\S*)$"
+    ))
+    .expect("the unfinished token shapes compile")
+});
 
 static BUILTIN: LazyLock<Regex> = LazyLock::new(|| {
     let alternation: Vec<String> = TOKEN_SHAPES.iter().map(|(_, shape)| format!("(?:{shape})")).collect();
@@ -94,6 +148,20 @@ impl Redactor {
         for pattern in &self.patterns {
             spans.extend(pattern.find_iter(text).filter(|m| !m.is_empty()).map(|m| (m.start(), m.end())));
         }
+        // A literal given to another name may hold JSON with a credential inside (`"body":"{\"apiKey\":..}"`),
+        // so the search goes on inside it.
+        let mut at = 0;
+        while let Some(found) = ASSIGNED_LITERAL.captures_at(text, at) {
+            let (Some(name), Some(literal)) = (found.get(1), found.get(2)) else { break };
+            let quote = if literal.as_str().starts_with('\\') { 2 } else { 1 };
+            // The quotes stay; what is between them is masked, unless it is empty.
+            if is_credential_name(name.as_str()) && literal.len() > 2 * quote {
+                spans.push((literal.start() + quote, literal.end() - quote));
+                at = literal.end();
+            } else {
+                at = literal.start() + quote;
+            }
+        }
         // A match that touches an existing mask is left alone, so that redacting twice changes nothing.
         spans.retain(|&(start, end)| !masks.iter().any(|&(ms, me)| start < me && ms < end));
         if spans.is_empty() {
@@ -116,10 +184,98 @@ impl Redactor {
         Cow::Owned(out)
     }
 
+    /// `text` redacted and cut to `max` bytes on a character boundary (a cut text ends with `…`). The cut never
+    /// leaves the visible start of a secret or token: see [`Redactor::redact_cut`].
+    pub fn text(&self, text: &str, max: usize) -> String {
+        if text.len() <= max {
+            return self.redact(text).into_owned();
+        }
+        // Redacting a little more than is kept lets a match that straddles the cut be masked whole.
+        let window = utf8_prefix(text, max.saturating_mul(2).saturating_add(64));
+        let redacted =
+            if window.len() < text.len() { self.redact_cut(window) } else { self.redact(window).into_owned() };
+        cut(redacted, max)
+    }
+
+    /// `value` as compact JSON text, redacted and cut to `max` bytes (a cut preview ends with `…`): the preview of
+    /// a tool's arguments or result. At most `2 * max + 64` bytes are ever serialized.
+    pub fn preview(&self, value: &serde_json::Value, max: usize) -> String {
+        struct Capped(Vec<u8>, usize);
+        impl std::io::Write for Capped {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                let room = self.1.saturating_sub(self.0.len());
+                self.0.extend_from_slice(&bytes[..bytes.len().min(room)]);
+                if bytes.len() > room { Err(std::io::Error::other("preview cap")) } else { Ok(bytes.len()) }
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut capped = Capped(Vec::new(), max.saturating_mul(2).saturating_add(64));
+        let whole = serde_json::to_writer(&mut capped, value).is_ok();
+        let text = String::from_utf8_lossy(&capped.0);
+        let redacted = if whole { self.redact(&text).into_owned() } else { self.redact_cut(&text) };
+        cut(redacted, max)
+    }
+
+    /// Redacts `text`, the beginning of a longer text that was cut off: besides [`Redactor::redact`], the end is
+    /// masked from where a secret or token may have begun and been cut (an unfinished private key block, a word
+    /// that begins like a provider key, a JWT or a bearer credential, or the first characters of a registered
+    /// secret), since what was cut cannot be matched whole.
+    pub fn redact_cut(&self, text: &str) -> String {
+        let mut end = text.len();
+        if let Some(found) = UNFINISHED.find(text) {
+            end = found.start();
+        }
+        // A private key block that begins and does not end.
+        if let Some(begin) = text.rfind("-----BEGIN ")
+            && !text[begin..].contains("-----END ")
+        {
+            end = end.min(begin);
+        }
+        for secret in &self.secrets {
+            // The longest tail of `text` that is a start of the secret.
+            let longest = (1..secret.len().min(text.len() + 1))
+                .rev()
+                .filter(|n| secret.is_char_boundary(*n))
+                .find(|n| text.ends_with(&secret[..*n]));
+            if let Some(n) = longest {
+                end = end.min(text.len() - n);
+            }
+        }
+        let mut out = self.redact(&text[..end]).into_owned();
+        if end < text.len() {
+            out.push_str(MASK);
+        }
+        out
+    }
+
     /// Whether `text` holds anything this redactor masks.
     pub fn finds_anything(&self, text: &str) -> bool {
         matches!(self.redact(text), Cow::Owned(_))
     }
+}
+
+/// The longest prefix of `text` of at most `max` bytes that ends on a character boundary.
+fn utf8_prefix(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// `text` cut to `max` bytes on a character boundary, with `…` when cut.
+pub fn cut(text: String, max: usize) -> String {
+    if text.len() <= max {
+        return text;
+    }
+    let mut out = utf8_prefix(&text, max).to_owned();
+    out.push('…');
+    out
 }
 
 /// The names of the built-in token shapes, for documentation and tests.
@@ -160,6 +316,46 @@ mod tests {
         let twice = r.redact("hunter2 and [REDACTED]");
         assert_eq!(twice, "[REDACTED] and [REDACTED]");
         assert_eq!(r.redact(&twice), twice);
+    }
+
+    #[test]
+    fn literals_given_to_credential_names_are_masked_in_any_text() {
+        let r = Redactor::new();
+        assert_eq!(r.redact(r#"{"apiKey":"abc123","user":"ann"}"#), r#"{"apiKey":"[REDACTED]","user":"ann"}"#);
+        assert_eq!(r.redact("password = 'pw1', token: `t2`"), "password = '[REDACTED]', token: `[REDACTED]`");
+        // JSON escaped inside a JSON string (an MCP text content holding JSON).
+        assert_eq!(
+            r.redact(r#"{"text":"{\"client_secret\":\"s3\",\"n\":1}"}"#),
+            r#"{"text":"{\"client_secret\":\"[REDACTED]\",\"n\":1}"}"#
+        );
+        // Computations, numbers, empty literals and other names stay.
+        for kept in ["const API_TOKEN = computeToken();", "maxTokens = 100", "token: ''", "{\"title\":\"x\"}"] {
+            assert_eq!(r.redact(kept), kept);
+        }
+        let once = r.redact(r#"{"apiKey":"abc123"}"#).into_owned();
+        assert_eq!(r.redact(&once), once, "stable");
+    }
+
+    #[test]
+    fn a_cut_text_never_ends_in_the_start_of_a_secret_or_token() {
+        let r = Redactor::new().secret("hunter2-password");
+        for (text, shown) in [
+            ("pw hunter2-pa", "pw [REDACTED]"),
+            ("key sk-proj-abcdef", "key [REDACTED]"),
+            ("a -----BEGIN RSA PRIVATE KEY-----\nMIIE", "a [REDACTED]"),
+            ("Authorization: Bearer abc", "Authorization: [REDACTED]"),
+            ("plain words", "plain words"),
+        ] {
+            assert_eq!(r.redact_cut(text), shown, "{text:?}");
+        }
+        let value = serde_json::json!({ "pad": "x".repeat(40), "key": "ghp_abcdefghijklmnopqrstuvwxyz0123456789" });
+        let preview = r.preview(&value, 60);
+        assert!(!preview.contains("ghp_"), "{preview}");
+        assert!(preview.ends_with('…') && preview.len() <= 60 + '…'.len_utf8(), "{preview}");
+        assert_eq!(
+            r.text(&format!("{} hunter2-password", "y".repeat(30)), 41),
+            format!("{} [REDACTED]", "y".repeat(30))
+        );
     }
 
     #[test]

@@ -59,7 +59,11 @@ pub use codemode_bridge::{
 pub use codemode_catalog::{ExecutionMode, ToolDefinition, ToolSource};
 pub use codemode_config::{Decision, EffectClass, Limits, Policy};
 pub use codemode_run::RunScope;
+pub use codemode_snapshot::Keyring;
 pub use codemode_surface::ToolSpec;
+pub use codemode_telemetry::{
+    Activity, ActivityEvent, ActivityHook, ActivityLimits, CallEffect, CallRecord, CallStart, CallStatus, Redactor,
+};
 pub use codemode_vm::confine::Confinement;
 
 use codemode_bridge::{CallProgress, ProgressHook};
@@ -127,9 +131,41 @@ pub struct CodeModeBuilder {
     policy: Option<Policy>,
     approver: Option<Arc<dyn Approver>>,
     clock: Option<Arc<dyn codemode_snapshot::Clock>>,
+    redactor: Option<Redactor>,
+    activity: codemode_run::ActivityConfig,
+    state_keys: Option<Keyring>,
 }
 
 impl CodeModeBuilder {
+    /// Masks what people are shown (each result's activity, approval and effect previews, the source shown for a
+    /// run): besides the built-in credential literals and token shapes, the secrets registered on it
+    /// ([`Redactor::secret`]) and the patterns configured on it ([`Redactor::pattern`]). What runs is never changed.
+    pub fn redactor(mut self, redactor: Redactor) -> Self {
+        self.redactor = Some(redactor);
+        self
+    }
+
+    /// Receives the activity of every run as it happens: [`ActivityEvent::CallStarted`], `Progress` and
+    /// `CallFinished` (redacted). It is called on the run's driver, so it should return quickly. An `exec`/`wait`
+    /// can bring a hook of its own ([`ExecOptions::on_activity`]).
+    pub fn on_activity(mut self, hook: impl Fn(&ActivityEvent) + Send + Sync + 'static) -> Self {
+        self.activity.hook = Some(Arc::new(hook));
+        self
+    }
+
+    /// The bounds of each run's activity (default: 256 calls, 256 KiB, 512-byte previews, 16 KiB of source).
+    pub fn activity_limits(mut self, limits: ActivityLimits) -> Self {
+        self.activity.limits = limits;
+        self
+    }
+
+    /// Seals the state directory's run and session files with these keys (XChaCha20-Poly1305; the first key
+    /// seals, every key opens what it sealed). Without this call, the keys of `CODEMODE_STATE_KEY` or the file
+    /// `CODEMODE_STATE_KEY_FILE` names are used when set. With keys, files that are not sealed are refused.
+    pub fn state_keys(mut self, keys: Keyring) -> Self {
+        self.state_keys = Some(keys);
+        self
+    }
     /// Receives the progress the tool host reports for nested calls (`CallContext::progress`), with the run and
     /// call ids: a host that streams updates of long calls to its user sets it.
     pub fn on_progress(mut self, hook: impl Fn(CallProgress) + Send + Sync + 'static) -> Self {
@@ -290,7 +326,13 @@ impl CodeModeBuilder {
         let shared = self.store.is_some();
         let store: Arc<dyn FleetBackend> = match (self.store, &self.state_dir) {
             (Some(store), _) => store,
-            (None, Some(dir)) => Arc::new(LocalFleet::directory(FileBackend::open(dir.clone())?)),
+            (None, Some(dir)) => {
+                let keys = match self.state_keys {
+                    Some(keys) => Some(keys),
+                    None => Keyring::from_env().map_err(codemode_snapshot::StoreError::from)?,
+                };
+                Arc::new(LocalFleet::directory(FileBackend::open(dir.clone())?.with_keys(keys.map(Arc::new))))
+            }
             (None, None) => Arc::new(LocalFleet::memory()),
         };
         let runs = RunStore::fleet(store.clone(), clock.clone(), DEFAULT_MAX_SUSPENDED_RUNS);
@@ -315,6 +357,8 @@ impl CodeModeBuilder {
             progress: self.progress,
             waits: Arc::new(codemode_run::Waits::default()),
             approver: self.approver,
+            redactor: Arc::new(self.redactor.unwrap_or_default()),
+            activity: self.activity,
         });
         codemode_run::start_sweeper(&inner, self.live_window.unwrap_or(DEFAULT_LIVE_WINDOW));
         codemode_run::start_listener(&inner);
@@ -344,6 +388,11 @@ pub struct ExecOptions {
     /// store already accepted in the caller's scope returns that run's result, or its current state, instead of
     /// running the program twice. Keys are kept for `snapshotTtlSeconds`.
     pub idempotency_key: Option<String>,
+    /// Receives this call's activity events, besides the engine's hook ([`CodeModeBuilder::on_activity`]).
+    pub activity: Option<ActivityHook>,
+    /// Whether the result's JSON carries its `activity` (default: no, so the model's payload does not grow); the
+    /// library caller has it either way, through [`CodeModeResult::activity`].
+    pub activity_in_result: bool,
 }
 
 impl std::fmt::Debug for ExecOptions {
@@ -353,6 +402,8 @@ impl std::fmt::Debug for ExecOptions {
             .field("approver", &self.approver.is_some())
             .field("answers", &self.answers)
             .field("idempotency_key", &self.idempotency_key)
+            .field("activity", &self.activity.is_some())
+            .field("activity_in_result", &self.activity_in_result)
             .finish()
     }
 }
@@ -384,12 +435,26 @@ impl ExecOptions {
         self
     }
 
+    /// Options whose activity events (`CallStarted`, `Progress`, `CallFinished`) go to `hook` as they happen.
+    pub fn on_activity(mut self, hook: impl Fn(&ActivityEvent) + Send + Sync + 'static) -> Self {
+        self.activity = Some(Arc::new(hook));
+        self
+    }
+
+    /// Options whose result's JSON carries its `activity` (for a person or a log, not the model).
+    pub fn activity_in_result(mut self, yes: bool) -> Self {
+        self.activity_in_result = yes;
+        self
+    }
+
     fn run_options(&self, title: Option<String>) -> codemode_run::RunOptions {
         codemode_run::RunOptions {
             approver: self.approver.clone(),
             answers: self.answers.clone(),
             title,
             idempotency_key: self.idempotency_key.clone(),
+            activity: self.activity.clone(),
+            activity_in_json: self.activity_in_result,
         }
     }
 }
@@ -524,6 +589,8 @@ impl CodeMode {
             journals: base.journals.clone(),
             waits: base.waits.clone(),
             approver: base.approver.clone(),
+            redactor: base.redactor.clone(),
+            activity: base.activity.clone(),
         });
         if recent.len() >= PER_RUN_CATALOGS {
             recent.remove(0);

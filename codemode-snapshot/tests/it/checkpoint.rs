@@ -62,6 +62,46 @@ fn checkpoints_of_the_previous_version_keep_yield_and_untrusted_from_extra() {
     assert_eq!((back.yield_request, back.untrusted), (None, true));
 }
 
+#[test]
+fn activity_is_kept_with_the_checkpoint_and_not_counted_against_its_cap() {
+    use codemode_telemetry::{ActivityLimits, CallEffect, CallRecord, CallStart, CallStatus};
+    let plain = checkpoint(owner("s", "r"), 1);
+    assert!(!String::from_utf8(plain.encode()).unwrap().contains("activity"), "no activity, no field");
+    let mut cp = plain.clone();
+    cp.activity.cell = 1;
+    let start = CallStart {
+        call_id: "bridge:callValue:1".into(),
+        run_id: cp.run_id.clone(),
+        cell: 1,
+        tool: "ping".into(),
+        path: "ping".into(),
+        server: None,
+        started_at_ms: 1_800_000_000_000,
+        args: "{\"i\":0}".into(),
+        replayed: false,
+    };
+    let record = CallRecord {
+        start: start.clone(),
+        duration_ms: 3,
+        status: CallStatus::Ok,
+        error_code: None,
+        error: None,
+        effect: CallEffect::Completed,
+        result: Some("{\"ok\":true}".into()),
+    };
+    assert!(cp.activity.record(&record, &ActivityLimits::default()));
+    cp.activity.open.push(CallStart { call_id: "bridge:callValue:2".into(), ..start });
+    let back = Checkpoint::decode(&cp.encode()).unwrap();
+    assert_eq!(back, cp);
+    // The same cap admits the checkpoint with or without its activity.
+    let cap = plain.encoded_len() as u64;
+    assert_eq!(cp.check_size(cap).unwrap(), plain.encoded_len());
+    assert!(cp.check_size(cap - 1).is_err());
+    // A checkpoint written before activity was recorded decodes with an empty one.
+    let old = String::from_utf8(plain.encode()).unwrap();
+    assert!(Checkpoint::decode(old.as_bytes()).unwrap().activity.is_empty());
+}
+
 fn settlement() -> impl Strategy<Value = Settlement> {
     let value = prop_oneof![
         Just(serde_json::json!(null)),

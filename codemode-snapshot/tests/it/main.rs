@@ -1,8 +1,10 @@
 //! Integration tests of codemode-snapshot: the run store (cap, TTL, scoping, one resume in flight, persistence
-//! across stores sharing a directory), checkpoints (wire form, size) and the session store's bounds.
+//! across stores sharing a directory), checkpoints (wire form, size), the session store's bounds, and state at rest
+//! (file modes, sealing with state keys).
 
 mod checkpoint;
 mod persistence;
+mod seal;
 mod session;
 mod store;
 

@@ -1,5 +1,6 @@
 //! Integration tests of the facade: real `CodeMode` instances running cells in real worker processes.
 
+mod activity;
 mod approvals;
 mod bridge_roundtrip;
 mod client_tools;

@@ -1,0 +1,266 @@
+//! The recorder of a run's activity: it turns the nested tool calls the driver dispatches and the settlements they
+//! get into redacted [`CallRecord`]s, streams [`ActivityEvent`]s to the host's hooks as calls start, report progress
+//! and finish, marks the calls a resume by replay delivers again, and hands each `exec`/`wait` result its
+//! [`Activity`].
+//!
+//! It holds no clock and runs no call: the driver tells it the time. Invariant: everything it stores or sends has
+//! passed the engine's redactor; a finished call is kept once in the run's log (a replay adds marked copies to the
+//! result, never to the log); starts and progress are only sent, never kept.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use codemode_bridge::{
+    BridgeCall, BridgeErrorCode, BridgeRequest, CallProgress, CallValueArgs, EffectStatus, Journal, NamespaceArgs,
+    NamespaceTarget, ProgressHook, SettlementValue,
+};
+use codemode_telemetry::{
+    Activity, ActivityEvent, ActivityHook, ActivityLimits, ActivityLog, CallEffect, CallProgressEvent, CallRecord,
+    CallStart, CallStatus, Redactor,
+};
+use serde_json::Value;
+
+use crate::Inner;
+
+/// How an engine records the activity of its runs.
+#[derive(Clone, Default)]
+pub struct ActivityConfig {
+    /// The bounds of each run's activity.
+    pub limits: ActivityLimits,
+    /// Receives every run's activity events (besides the hook of each `exec`/`wait`).
+    pub hook: Option<ActivityHook>,
+}
+
+impl std::fmt::Debug for ActivityConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ActivityConfig").field("limits", &self.limits).field("hook", &self.hook.is_some()).finish()
+    }
+}
+
+/// A call that started and has not finished: what was recorded, and whether it was handed to its tool host.
+struct Open {
+    start: CallStart,
+    handed: bool,
+}
+
+/// The activity of one run, across its `exec` and `wait`s.
+pub(crate) struct Recorder {
+    run_id: String,
+    log: ActivityLog,
+    /// The current cell's activity, handed out with its result.
+    cell: Activity,
+    open: BTreeMap<u32, Open>,
+    hook: Option<ActivityHook>,
+    redactor: Arc<Redactor>,
+    limits: ActivityLimits,
+}
+
+impl Recorder {
+    /// The recorder of run `run_id`, continuing `log` (empty for a new run). The calls the log has open were in
+    /// flight in the process that parked the run.
+    pub(crate) fn new(inner: &Inner, run_id: &str, mut log: ActivityLog) -> Recorder {
+        let open = std::mem::take(&mut log.open)
+            .into_iter()
+            .filter_map(|start| Some((call_number(&start.call_id)?, Open { start, handed: true })))
+            .collect();
+        Recorder {
+            run_id: run_id.to_owned(),
+            cell: Activity::new(run_id, log.cell),
+            log,
+            open,
+            hook: None,
+            redactor: inner.redactor.clone(),
+            limits: inner.activity.limits,
+        }
+    }
+
+    /// Begins the next cell of the run (the `exec`, or a `wait`): its activity starts empty, shows `source`
+    /// redacted, goes into the result's JSON when `in_json`, and streams to the engine's hook and `hook`.
+    pub(crate) fn begin(&mut self, inner: &Inner, source: &str, hook: Option<ActivityHook>, in_json: bool) {
+        self.log.cell += 1;
+        self.cell = Activity::new(&self.run_id, self.log.cell);
+        self.cell.in_json = in_json;
+        if self.limits.source_bytes > 0 {
+            let shown = codemode_source::redact_source(source, &self.redactor);
+            self.cell.source = codemode_telemetry::redact::cut(shown, self.limits.source_bytes);
+        }
+        self.hook = match (inner.activity.hook.clone(), hook) {
+            (Some(engine), Some(call)) => Some(Arc::new(move |event: &ActivityEvent| {
+                engine(event);
+                call(event);
+            })),
+            (engine, call) => engine.or(call),
+        };
+    }
+
+    fn emit(&self, event: &ActivityEvent) {
+        if let Some(hook) = &self.hook {
+            hook(event);
+        }
+    }
+
+    /// Records that `request` reached the host at `now_ms`, if it is a nested tool call (a catalog tool or an MCP
+    /// call); other requests (search, timers, the session store) are not activity.
+    pub(crate) fn started(&mut self, inner: &Inner, request: &BridgeRequest, now_ms: u64) {
+        if self.open.contains_key(&request.id) {
+            // A call that waited for an approval is dispatched again by the resume: it is the same call.
+            return;
+        }
+        let (tool, path, server, args) = match &request.call {
+            BridgeCall::CallValue(CallValueArgs { tool, args }) => match inner.catalog.by_callable(tool) {
+                Some(entry) => {
+                    (entry.definition.name.clone(), tool.clone(), entry.definition.server.clone(), args.as_ref())
+                }
+                None => (tool.clone(), tool.clone(), None, args.as_ref()),
+            },
+            BridgeCall::Namespace(NamespaceArgs { server, target, args }) => {
+                let global = inner.catalog.mcp_servers().iter().find(|s| s.name == *server);
+                match target {
+                    NamespaceTarget::Tool(tool) => {
+                        let path = global
+                            .and_then(|ns| {
+                                let known = ns.tools.iter().find(|t| &t.name == tool)?;
+                                inner.catalog.mcp_tool(&ns.global_name, &known.js_name)
+                            })
+                            .map_or_else(|| format!("MCP.{server}.{tool}"), |e| e.callable_name.clone());
+                        (tool.clone(), path, Some(server.clone()), args.as_ref())
+                    }
+                    NamespaceTarget::Op(op) => {
+                        let global = global.map_or(server.as_str(), |ns| ns.global_name.as_str());
+                        (op.clone(), format!("MCP.{global}.{op}"), Some(server.clone()), args.as_ref())
+                    }
+                }
+            }
+            _ => return,
+        };
+        let empty = Value::Object(serde_json::Map::new());
+        let start = CallStart {
+            call_id: format!("bridge:{}:{}", request.call.method().as_str(), request.id),
+            run_id: self.run_id.clone(),
+            cell: self.log.cell,
+            tool,
+            path,
+            server,
+            started_at_ms: now_ms,
+            args: self.redactor.preview(args.unwrap_or(&empty), self.limits.preview_bytes),
+            replayed: false,
+        };
+        self.emit(&ActivityEvent::CallStarted(start.clone()));
+        self.open.insert(request.id, Open { start, handed: false });
+    }
+
+    /// Marks call `id` as handed to its tool host (it passed the catalog, the restart-safety policy, the input
+    /// contract and the tool policy, or waits for a person's approval).
+    pub(crate) fn handed(&mut self, id: u32) {
+        if let Some(open) = self.open.get_mut(&id) {
+            open.handed = true;
+        }
+    }
+
+    /// Records that call `id` settled with `value` at `now_ms`, with the effect status the host recorded for it
+    /// (`not_started` when it never reached its tool host).
+    pub(crate) fn finished(&mut self, id: u32, value: &SettlementValue, now_ms: u64, recorded: EffectStatus) {
+        self.finish(id, value, now_ms, effect(recorded));
+    }
+
+    fn finish(&mut self, id: u32, value: &SettlementValue, now_ms: u64, handed_effect: CallEffect) {
+        let Some(Open { start, handed }) = self.open.remove(&id) else { return };
+        let effect = if handed { handed_effect } else { CallEffect::NotStarted };
+        let max = self.limits.preview_bytes;
+        let (status, error_code, error, result) = match value {
+            SettlementValue::Ok { value } => (CallStatus::Ok, None, None, Some(self.redactor.preview(value, max))),
+            SettlementValue::Err { code, message } => {
+                (CallStatus::Error, Some(code.as_str().to_owned()), Some(self.redactor.text(message, max)), None)
+            }
+        };
+        let record = CallRecord {
+            duration_ms: now_ms.saturating_sub(start.started_at_ms),
+            start,
+            status,
+            error_code,
+            error,
+            effect,
+            result,
+        };
+        self.log.record(&record, &self.limits);
+        self.cell.record(&record, &self.limits);
+        self.emit(&ActivityEvent::CallFinished(record));
+    }
+
+    /// A cell is starting by replay of `journal`: every kept call whose settlement it delivers again is added to
+    /// the cell's activity as replayed, and sent as a replayed start and finish. The log is not touched.
+    pub(crate) fn replaying(&mut self, journal: &Journal) {
+        for round in &journal.rounds {
+            for settlement in &round.settlements {
+                let Some(record) = self.log.calls.iter().find(|c| call_number(&c.start.call_id) == Some(settlement.id))
+                else {
+                    continue;
+                };
+                let record = record.replayed();
+                self.cell.record(&record, &self.limits);
+                self.emit(&ActivityEvent::CallStarted(record.start.clone()));
+                self.emit(&ActivityEvent::CallFinished(record));
+            }
+        }
+    }
+
+    /// The run ended with calls still open (it failed, timed out or was aborted, and their tasks were cancelled):
+    /// each finishes as cancelled at `now_ms`, its effect uncertain if it reached its tool host.
+    pub(crate) fn cancel_open(&mut self, now_ms: u64) {
+        for id in self.open.keys().copied().collect::<Vec<_>>() {
+            let value = SettlementValue::err(
+                BridgeErrorCode::Other("cancelled".into()),
+                "the run ended before the call settled; the call was cancelled",
+            );
+            self.finish(id, &value, now_ms, CallEffect::Uncertain);
+        }
+    }
+
+    /// A progress hook that also sends the reports as redacted [`ActivityEvent::Progress`] events, or `base` when
+    /// nobody receives activity.
+    pub(crate) fn progress_hook(&self, base: Option<ProgressHook>) -> Option<ProgressHook> {
+        let Some(hook) = self.hook.clone() else { return base };
+        let redactor = self.redactor.clone();
+        let max = self.limits.preview_bytes;
+        Some(Arc::new(move |report: CallProgress| {
+            hook(&ActivityEvent::Progress(CallProgressEvent {
+                run_id: report.run_id.clone(),
+                call_id: report.request_id.clone(),
+                progress: report.progress,
+                total: report.total,
+                message: report.message.as_deref().map(|m| redactor.text(m, max)),
+            }));
+            if let Some(base) = &base {
+                base(report);
+            }
+        }))
+    }
+
+    /// The log a checkpoint keeps: the finished calls, and the calls still open.
+    pub(crate) fn log(&self) -> ActivityLog {
+        let mut log = self.log.clone();
+        log.open = self.open.values().map(|o| o.start.clone()).collect();
+        log
+    }
+
+    /// The current cell's activity, for its result.
+    pub(crate) fn take(&mut self) -> Activity {
+        let next = Activity::new(&self.run_id, self.log.cell);
+        std::mem::replace(&mut self.cell, next)
+    }
+}
+
+/// The request id of a call id `bridge:<method>:<n>`.
+fn call_number(call_id: &str) -> Option<u32> {
+    call_id.rsplit(':').next()?.parse().ok()
+}
+
+/// The activity spelling of an effect status.
+fn effect(status: EffectStatus) -> CallEffect {
+    match status {
+        EffectStatus::NotStarted => CallEffect::NotStarted,
+        EffectStatus::Completed => CallEffect::Completed,
+        EffectStatus::Failed => CallEffect::Failed,
+        _ => CallEffect::Uncertain,
+    }
+}

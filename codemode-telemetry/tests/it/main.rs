@@ -1,0 +1,3 @@
+//! Integration tests of codemode-telemetry: the redaction properties every record for people relies on.
+
+mod redact;
