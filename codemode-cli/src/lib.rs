@@ -5,3 +5,4 @@
 
 pub mod gateway;
 pub mod host;
+pub mod telemetry;

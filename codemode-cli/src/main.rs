@@ -11,6 +11,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use codemode::{CodeMode, CodeModeResult, ExecOptions, Limits, RunScope};
 use codemode_cli::host;
+use codemode_cli::telemetry::{ExportConfig, Telemetry};
 
 #[global_allocator]
 static ALLOCATOR: codemode::vm::worker::CountingAlloc = codemode::vm::worker::CountingAlloc;
@@ -93,6 +94,18 @@ fn main() {
         codemode::vm::worker::run_worker();
     }
     let cli = Cli::parse();
+    // Export is set up before the runtime starts and flushed after it stopped: the exporter's HTTP client blocks.
+    let configured = match &cli.command {
+        Command::Mcp(args) => codemode_cli::gateway::configured_otlp_endpoint(&args.config),
+        _ => None,
+    };
+    let telemetry = match Telemetry::install(&ExportConfig::from_env(configured.as_deref())) {
+        Ok(telemetry) => telemetry,
+        Err(e) => {
+            eprintln!("codemode: {e}");
+            std::process::exit(2)
+        }
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("the tokio runtime starts");
     let code = match runtime.block_on(run(cli)) {
         Ok(code) => code,
@@ -101,6 +114,9 @@ fn main() {
             2
         }
     };
+    // Tasks still holding spans (upstream connections closing) end with the runtime, before the last export.
+    drop(runtime);
+    telemetry.shutdown();
     std::process::exit(code)
 }
 

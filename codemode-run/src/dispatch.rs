@@ -41,7 +41,19 @@ pub(crate) fn dispatch(
 ) -> Result<(), Refusal> {
     let BridgeRequest { id, call } = request;
     let method = call.method();
-    let settle = |parts: RunParts<'_>, value: SettlementValue| settle_now(parts, id, method, digest, value);
+    // A tool call is named for the spans of a replay, and gets its `execute_tool` span, which ends as it settles.
+    let trace = std::cell::Cell::new(crate::trace::call_name(inner, id, &call).map(|named| {
+        let span = crate::trace::call_span(parts.run_id, &named, false, None);
+        let trace = crate::trace::CallTrace::new(span, &named);
+        parts.call_names.push(named);
+        trace
+    }));
+    let settle = |parts: RunParts<'_>, value: SettlementValue| {
+        if let Some(trace) = trace.take() {
+            trace.settled(&value);
+        }
+        settle_now(parts, id, method, digest, value)
+    };
     let session = parts.session.unwrap_or("default");
     let max_result = usize::try_from(inner.limits.max_output_bytes).unwrap_or(usize::MAX);
     // A call that asks for approval always runs in a task, so its decision reaches the run (through the notices)
@@ -274,7 +286,15 @@ pub(crate) fn dispatch(
     };
     // A host that answers at once (a cache, a stub, an in-process tool) is settled here, without a task and the
     // thread hops it costs; anything else goes on running in a task.
-    let mut future = Box::pin(async move { Settlement { id, value: future.await } });
+    let trace = trace.take();
+    let span = trace.as_ref().map_or_else(tracing::Span::none, crate::trace::CallTrace::span);
+    let mut future = Box::pin(async move {
+        let value = tracing::Instrument::instrument(future, span).await;
+        if let Some(trace) = trace {
+            trace.settled(&value);
+        }
+        Settlement { id, value }
+    });
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     let handle = if asks {
         Some(parts.in_flight.spawn(future))

@@ -10,6 +10,7 @@ pub mod machine;
 mod results;
 mod run;
 mod scope;
+mod trace;
 
 use std::sync::Arc;
 

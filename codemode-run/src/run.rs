@@ -14,7 +14,7 @@ use codemode_bridge::{
     Failed, FailurePhase, PendingToolCall, Settlement, WaitReason, Waiting,
 };
 use codemode_snapshot::{
-    Accepted, AskedCall, Checkpoint, EffectEntry, PendingRequest, RunOwner, Slot, StoreError, YieldRequest,
+    Accepted, AskedCall, CallName, Checkpoint, EffectEntry, PendingRequest, RunOwner, Slot, StoreError, YieldRequest,
 };
 use codemode_telemetry::Telemetry;
 use codemode_vm::pool::{Death, WorkerProcess};
@@ -22,6 +22,7 @@ use codemode_vm::protocol::{CellLimits, HostMessage, WorkerMessage};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::{AbortHandle, JoinSet};
+use tracing::Instrument as _;
 
 use crate::activity::Recorder;
 use crate::machine::{Command, Ending, Event, NO_PARK, RunMachine, RunSetup};
@@ -63,6 +64,8 @@ pub struct LiveRun {
     idempotency: Option<String>,
     /// The run's nested calls, as people see them.
     activity: Recorder,
+    /// The tool each nested call named, kept with the checkpoint for the spans of a replay.
+    call_names: Vec<CallName>,
 }
 
 /// A decision on a call's approval, sent by the call's task to its run before the task ends.
@@ -206,6 +209,15 @@ pub async fn exec(inner: Arc<Inner>, input: ExecInput, scope: RunScope) -> CodeM
 
 /// [`exec`] with the call's approver and title.
 pub async fn exec_with(inner: Arc<Inner>, input: ExecInput, scope: RunScope, options: RunOptions) -> CodeModeResult {
+    let span = crate::trace::run_span("exec");
+    crate::trace::record_source(&span, &input.code);
+    let started = crate::trace::started(&span);
+    let result = exec_run(inner, input, scope, options).instrument(span.clone()).await;
+    crate::trace::finish_run(&span, "exec", started, &result);
+    result
+}
+
+async fn exec_run(inner: Arc<Inner>, input: ExecInput, scope: RunScope, options: RunOptions) -> CodeModeResult {
     let prepared = match codemode_source::prepare(&input.code) {
         Ok(prepared) => prepared,
         Err(e) => return input_failure(&inner, &scope, e.message),
@@ -265,7 +277,9 @@ pub async fn exec_with(inner: Arc<Inner>, input: ExecInput, scope: RunScope, opt
         approvals: RunApprovals::new(options, BTreeSet::new()),
         idempotency,
         activity,
+        call_names: Vec::new(),
     };
+    crate::trace::record_run_id(&run.run_id);
     // The run takes a place under the cap of suspended runs only when it first dispatches host work.
     finish(inner, run, None).await
 }
@@ -377,6 +391,7 @@ fn checkpoint_of(inner: &Inner, run: &LiveRun, reason: WaitReason) -> Checkpoint
     checkpoint.approved_for_run = crate::dispatch::lock(&run.approvals.approved).iter().cloned().collect();
     checkpoint.idempotency_key = run.idempotency.clone();
     checkpoint.activity = run.activity.log();
+    checkpoint.call_names = run.call_names.clone();
     checkpoint
 }
 
@@ -536,6 +551,21 @@ pub async fn wait(inner: Arc<Inner>, run_id: &str, scope: RunScope) -> CodeModeR
 
 /// [`wait`] with the call's approver and the answers to the run's pending approvals.
 pub async fn wait_with(inner: Arc<Inner>, run_id: &str, scope: RunScope, options: RunOptions) -> CodeModeResult {
+    let span = crate::trace::run_span("wait");
+    let started = crate::trace::started(&span);
+    crate::trace::record_run_id_on(&span, run_id);
+    let result = wait_run(inner, run_id, scope, options, &span).instrument(span.clone()).await;
+    crate::trace::finish_run(&span, "wait", started, &result);
+    result
+}
+
+async fn wait_run(
+    inner: Arc<Inner>,
+    run_id: &str,
+    scope: RunScope,
+    options: RunOptions,
+    span: &tracing::Span,
+) -> CodeModeResult {
     let tools_digest = inner.tools_digest.clone();
     let resumable = |checkpoint: &Checkpoint| {
         // Tools are never re-executed by replay, but a changed catalog would give the program other tools.
@@ -578,6 +608,7 @@ pub async fn wait_with(inner: Arc<Inner>, run_id: &str, scope: RunScope, options
                 approvals: RunApprovals::new(options, checkpoint.approved_for_run.iter().cloned().collect()),
                 idempotency: checkpoint.idempotency_key.clone(),
                 activity,
+                call_names: checkpoint.call_names.clone(),
             }
         }
     };
@@ -605,6 +636,9 @@ pub async fn wait_with(inner: Arc<Inner>, run_id: &str, scope: RunScope, options
             }
         }
         run.machine.detach_cell();
+        // A fresh worker replays the journal: the calls it delivers from there get spans marked as replayed.
+        crate::trace::replay(span);
+        crate::trace::replayed_calls(span, &checkpoint);
     }
     let mut slot = Some(resumed.guard);
     let stop = tokio::select! {
@@ -889,6 +923,7 @@ async fn drive(inner: &Arc<Inner>, run: &mut LiveRun, slot: &mut Option<Slot<Liv
                     effects: &mut run.machine.effects,
                     host_failed: &mut run.machine.host_failed,
                     asked: &mut asked,
+                    call_names: &mut run.call_names,
                     approvals: ApprovalParts {
                         approver: if options.approver.is_some() { &options.approver } else { &inner.approver },
                         answers: &options.answers,
@@ -1049,6 +1084,8 @@ pub(crate) struct RunParts<'a> {
     pub(crate) host_failed: &'a mut std::collections::BTreeSet<u32>,
     /// Calls dispatch sent to an approver; the driver hands them to the machine.
     pub(crate) asked: &'a mut Vec<AskedCall>,
+    /// The tool each nested call named (for the spans of a replay).
+    pub(crate) call_names: &'a mut Vec<CallName>,
     /// Who decides approvals in this call, and what was decided.
     pub(crate) approvals: ApprovalParts<'a>,
     /// Receives the progress tool hosts report for the run's calls.

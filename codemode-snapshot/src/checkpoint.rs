@@ -209,10 +209,31 @@ pub struct Checkpoint {
     /// (`ActivityLimits`) and is not counted against `maxSnapshotBytes`.
     #[serde(default, skip_serializing_if = "ActivityLog::is_empty")]
     pub activity: ActivityLog,
+    /// The tool (and MCP server) of each nested tool call, by request id: a resume by replay names the calls it
+    /// delivers from the journal with them (its `execute_tool` spans), since replay never runs them again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub call_names: Vec<CallName>,
     /// Where checkpoints written before these fields were typed kept them, `{"yield": .., "untrusted": ..}`; read
     /// only, and moved into the fields by [`Checkpoint::decode`].
     #[serde(rename = "extra", default, skip_serializing)]
     legacy_extra: Option<LegacyExtra>,
+}
+
+/// The tool a nested call named, for the spans of a replay.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallName {
+    /// The request id.
+    pub id: u32,
+    /// The request's bridge method (`callValue`, `namespace`).
+    pub method: String,
+    /// The tool's name (an MCP tool's name on its server, or the namespace operation).
+    pub tool: String,
+    /// The MCP server, for an MCP tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// Whether the tool is write-class (its span then carries the effect status).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub write: bool,
 }
 
 /// A call waiting for a person's approval: the request itself (so it can be dispatched once approved) and what
@@ -294,6 +315,7 @@ impl Checkpoint {
             call_counts: CallCounts::default(),
             idempotency_key: None,
             activity: ActivityLog::default(),
+            call_names: Vec::new(),
             legacy_extra: None,
         }
     }

@@ -20,8 +20,8 @@ pub use backend::{
     STATE_FILE_MODE, SessionBackend,
 };
 pub use checkpoint::{
-    AskedCall, CHECKPOINT_VERSION, Checkpoint, EffectEntry, INTERRUPTED_CODE, INTERRUPTED_MESSAGE, PendingRequest,
-    RunCounters, RunOwner, YieldRequest, interrupted_settlements, is_valid_run_id, new_run_id,
+    AskedCall, CHECKPOINT_VERSION, CallName, Checkpoint, EffectEntry, INTERRUPTED_CODE, INTERRUPTED_MESSAGE,
+    PendingRequest, RunCounters, RunOwner, YieldRequest, interrupted_settlements, is_valid_run_id, new_run_id,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::StoreError;

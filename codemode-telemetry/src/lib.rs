@@ -6,6 +6,7 @@
 //! only masks copies of text, never what runs.
 
 pub mod activity;
+pub mod otel;
 pub mod redact;
 
 use serde::{Deserialize, Serialize};

@@ -74,6 +74,16 @@ pub struct GatewayConfig {
     pub auth: Option<AuthSettings>,
     /// The shared run store of a fleet of replicas (`[store]`), if set.
     pub store: Option<StoreConfig>,
+    /// Where traces and metrics go (`[telemetry]`); the `OTEL_EXPORTER_OTLP_*` variables take precedence.
+    pub telemetry: TelemetryConfig,
+}
+
+/// The `[telemetry]` table: OpenTelemetry export (docs/observability.md).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TelemetryConfig {
+    /// The OTLP http/protobuf base URL (`otlp_endpoint` in TOML, `otlpEndpoint` in JSON), e.g.
+    /// `http://127.0.0.1:4318`; `/v1/traces` and `/v1/metrics` are appended.
+    pub otlp_endpoint: Option<String>,
 }
 
 /// The `[store]` table: where a fleet of gateway replicas keeps suspended runs, session values, result references
@@ -161,7 +171,7 @@ enum Format {
     Json,
 }
 
-const TOML_TOP_KEYS: [&str; 7] = ["limits", "servers", "state_dir", "confinement", "policy", "auth", "store"];
+const TOML_TOP_KEYS: [&str; 8] = ["limits", "servers", "state_dir", "confinement", "policy", "auth", "store", "telemetry"];
 const TOML_SERVER_KEYS: [&str; 7] = ["command", "args", "env", "url", "startup", "deny", "direct"];
 
 impl GatewayConfig {
@@ -288,6 +298,10 @@ impl Checker<'_> {
                 "keep [store] for a fleet of replicas, or state_dir for one machine, not both",
             ));
         }
+        let telemetry = match root.get("telemetry") {
+            None => TelemetryConfig::default(),
+            Some(value) => self.telemetry(value)?,
+        };
         let servers = match root.get(servers_key) {
             None => {
                 return Err(self.err(
@@ -324,6 +338,7 @@ impl Checker<'_> {
             policy,
             auth,
             store,
+            telemetry,
         })
     }
 
@@ -373,6 +388,34 @@ impl Checker<'_> {
             lease_ms: millis("lease_ms")?.unwrap_or(codemode::snapshot::DEFAULT_LEASE_MS),
             ttl_ms: millis("ttl_ms")?,
         })
+    }
+
+    fn telemetry(&self, value: &Value) -> Result<TelemetryConfig, Error> {
+        let endpoint_key = if self.format == Format::Toml { "otlp_endpoint" } else { "otlpEndpoint" };
+        let Value::Object(map) = value else {
+            return Err(self.err(
+                "telemetry",
+                "must be a table",
+                format!("write `[telemetry]` with `{endpoint_key} = \"http://127.0.0.1:4318\"`"),
+            ));
+        };
+        for key in map.keys() {
+            if key != endpoint_key {
+                return Err(self.unknown_key(&format!("telemetry.{key}"), key, &[endpoint_key]));
+            }
+        }
+        let otlp_endpoint = match map.get(endpoint_key) {
+            None => None,
+            Some(Value::String(url)) if url.starts_with("http://") || url.starts_with("https://") => Some(url.clone()),
+            Some(_) => {
+                return Err(self.err(
+                    &format!("telemetry.{endpoint_key}"),
+                    "must be an http:// or https:// URL",
+                    "write the collector's OTLP/HTTP base URL, e.g. \"http://127.0.0.1:4318\"",
+                ));
+            }
+        };
+        Ok(TelemetryConfig { otlp_endpoint })
     }
 
     fn limits(&self, value: &Value) -> Result<Limits, Error> {
@@ -848,7 +891,7 @@ url = "http://127.0.0.1:3001/mcp"
     fn unknown_top_key_suggests() {
         assert_eq!(
             toml_err("[server.a]\ncommand = \"x\"\n"),
-            "gw.toml: server: is not a known key (fix: did you mean `servers`? known keys: limits, servers, state_dir, confinement, policy, auth, store)"
+            "gw.toml: server: is not a known key (fix: did you mean `servers`? known keys: limits, servers, state_dir, confinement, policy, auth, store, telemetry)"
         );
     }
 

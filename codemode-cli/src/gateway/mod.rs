@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use config::{GatewayConfig, ServerConfig, Startup, StoreConfig, Transport};
+pub use config::{GatewayConfig, ServerConfig, Startup, StoreConfig, TelemetryConfig, Transport};
 pub use server::{Gateway, GatewayServer};
 pub use upstream::UpstreamManager;
 
@@ -83,6 +83,10 @@ pub struct GatewayArgs {
     /// `confinement`).
     #[arg(long, value_name = "MODE", value_parser = parse_confinement)]
     pub confinement: Option<codemode::Confinement>,
+    /// The session id of the stdio client (runs are scoped to it), so that a gateway started again with the same
+    /// id and `--state-dir` can resume the runs an earlier one parked; a fresh id per process when absent.
+    #[arg(long, value_name = "ID", conflicts_with = "http")]
+    pub session: Option<String>,
 }
 
 /// Installs the process's TLS provider (rustls with ring). reqwest, which the gateway's HTTP clients use (upstream
@@ -101,7 +105,25 @@ pub fn parse_confinement(name: &str) -> Result<codemode::Confinement, String> {
     codemode::Confinement::parse(name).ok_or_else(|| format!("`{name}` is not one of required, best-effort, off"))
 }
 
-/// Runs the gateway until the client disconnects (stdio) or the process is interrupted (HTTP).
+/// Resolves on SIGINT or SIGTERM.
+async fn stop_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+/// The `[telemetry] otlp_endpoint` of the gateway config `file`, read before the runtime starts (export is set up
+/// once per process); `None` when the file has none or cannot be read (the gateway reports that itself).
+pub fn configured_otlp_endpoint(file: &std::path::Path) -> Option<String> {
+    GatewayConfig::load(file).ok().and_then(|c| c.telemetry.otlp_endpoint)
+}
+
+/// Runs the gateway until the client disconnects (stdio) or the process gets SIGINT or SIGTERM.
 ///
 /// # Errors
 ///
@@ -146,22 +168,40 @@ pub async fn run_gateway(args: GatewayArgs) -> anyhow::Result<()> {
     }
     let state_dir = args.state_dir.or_else(|| config.state_dir.clone());
     let gateway = server::Gateway::start(&config, state_dir).await?;
-    let served = match args.http {
-        Some(addr) => {
-            let front = match (front, &config.auth, gateway.limits()) {
-                (Some(authenticator), Some(settings), Some(limits)) => Some(Arc::new(auth::http::AuthFront::new(
-                    authenticator,
-                    limits.clone(),
-                    settings.resource.clone(),
-                    settings.jwt.as_ref().map(|j| j.issuers.clone()).unwrap_or_default(),
-                    settings.required_scopes.clone(),
-                ))),
-                _ => None,
-            };
-            server::serve_http(gateway.clone(), addr, front).await
+    // The gauges read the live engine; once it is gone (the last export, at exit), what it held when it stopped.
+    let stopped = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let (weak, last) = (std::sync::Arc::downgrade(&gateway), stopped.clone());
+    crate::telemetry::observe_engine(move || match weak.upgrade() {
+        Some(gateway) => Some(gateway.stats()),
+        None => *last.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
+    });
+    let serving = async {
+        match args.http {
+            Some(addr) => {
+                let front = match (front, &config.auth, gateway.limits()) {
+                    (Some(authenticator), Some(settings), Some(limits)) => {
+                        Some(Arc::new(auth::http::AuthFront::new(
+                            authenticator,
+                            limits.clone(),
+                            settings.resource.clone(),
+                            settings.jwt.as_ref().map(|j| j.issuers.clone()).unwrap_or_default(),
+                            settings.required_scopes.clone(),
+                        )))
+                    }
+                    _ => None,
+                };
+                server::serve_http(gateway.clone(), addr, front).await
+            }
+            None => server::serve_stdio(gateway.clone(), args.session).await,
         }
-        None => server::serve_stdio(gateway.clone()).await,
     };
+    // Stopped by SIGINT or SIGTERM, the gateway shuts down as when its stdio client leaves: upstream servers are
+    // stopped and the process's telemetry is flushed.
+    let served = tokio::select! {
+        served = serving => served,
+        () = stop_signal() => Ok(()),
+    };
+    *stopped.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(gateway.stats());
     gateway.shutdown().await;
     Ok(served?)
 }

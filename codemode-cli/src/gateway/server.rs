@@ -25,6 +25,7 @@ use rmcp::transport::streamable_http_server::StreamableHttpService;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
+use tracing::Instrument as _;
 
 use super::Error;
 use super::approve::{self, Channel, Pending, StateSeal};
@@ -143,6 +144,11 @@ impl Gateway {
     /// The upstream servers.
     pub fn upstream(&self) -> &Arc<UpstreamManager> {
         &self.upstream
+    }
+
+    /// What the engine holds right now (parked runs, their workers, idle workers), for the gauges.
+    pub fn stats(&self) -> codemode::EngineStats {
+        self.code_mode.stats()
     }
 
     /// Stops the upstream servers.
@@ -328,6 +334,12 @@ impl GatewayServer {
         GatewayServer { gateway, session: Some(format!("stdio-{}", uuid::Uuid::new_v4())) }
     }
 
+    /// A session over stdio with the id the client gave (`--session`), so a later gateway process with the same id
+    /// and state directory resumes its runs.
+    pub fn stdio_session(gateway: Arc<Gateway>, session: &str) -> Self {
+        GatewayServer { gateway, session: Some(format!("stdio-{session}")) }
+    }
+
     /// A handler for Streamable HTTP requests; the session id comes from each request.
     pub fn http(gateway: Arc<Gateway>) -> Self {
         GatewayServer { gateway, session: None }
@@ -374,17 +386,97 @@ impl ServerHandler for GatewayServer {
         let scope = self.scope(&context);
         let approvals = Channel::of(&context);
         let cancelled = context.ct.clone().cancelled_owned();
-        self.gateway.call(request, &context.meta, scope, approvals, cancelled).await
+        let transport = if self.session.is_some() { "pipe" } else { "tcp" };
+        let span = server_span(&request, &context, scope.session_id.as_deref(), transport);
+        let started = (!span.is_disabled()).then(std::time::Instant::now);
+        let name = request.name.clone();
+        let response = self.gateway.call(request, &context.meta, scope, approvals, cancelled).instrument(span.clone()).await;
+        server_span_end(&span, &name, started, &response);
+        response
     }
 }
 
-/// Serves one client over stdin/stdout until it disconnects.
+/// The SERVER span of one `tools/call` from the client (MCP semantic conventions), continuing the client's trace
+/// when the request's `_meta` carries a W3C `traceparent`. Its fields are evaluated only when the span is enabled.
+fn server_span(
+    request: &CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+    session: Option<&str>,
+    transport: &'static str,
+) -> tracing::Span {
+    use codemode_telemetry::otel;
+    let name = request.name.as_ref();
+    let span = tracing::info_span!(
+        target: otel::TARGET,
+        "tools/call",
+        "otel.name" = otel::tools_call_name(name).as_str(),
+        "otel.kind" = otel::kind::SERVER,
+        "mcp.method.name" = otel::TOOLS_CALL,
+        "gen_ai.operation.name" = otel::EXECUTE_TOOL,
+        "gen_ai.tool.name" = name,
+        "mcp.session.id" = session,
+        "jsonrpc.request.id" = context.id.to_string().as_str(),
+        "network.transport" = transport,
+        "error.type" = tracing::field::Empty,
+        "otel.status_code" = tracing::field::Empty,
+        "otel.status_description" = tracing::field::Empty,
+    );
+    if !span.is_disabled() {
+        // rmcp moves the request's `_meta` into the context; a hand-built request may still carry it in params.
+        let meta = request.meta.as_ref().filter(|m| m.get_traceparent().is_some()).unwrap_or(&context.meta);
+        crate::telemetry::continue_trace(&span, meta.get_traceparent(), meta.get_tracestate());
+    }
+    span
+}
+
+/// Ends a SERVER span: an error span for a JSON-RPC error and for a result with `isError: true` (for a failed run,
+/// `error.type` is its code and the message its error); and records the request's duration.
+fn server_span_end(
+    span: &tracing::Span,
+    tool: &str,
+    started: Option<std::time::Instant>,
+    response: &Result<CallToolResponse, ErrorData>,
+) {
+    let Some(started) = started else { return };
+    let failure = match response {
+        Ok(CallToolResponse::Complete(result)) if result.is_error == Some(true) => {
+            let field = |key: &str| {
+                result.structured_content.as_ref().and_then(|v| v.get(key)).and_then(Value::as_str).map(str::to_owned)
+            };
+            let text = result.content.iter().find_map(|c| c.as_text().map(|t| t.text.clone()));
+            Some((
+                field("code").unwrap_or_else(|| "tool_error".to_owned()),
+                field("error").or(text).unwrap_or_else(|| "the tool reported an error (isError)".to_owned()),
+            ))
+        }
+        Ok(_) => None,
+        Err(e) => Some((e.code.0.to_string(), e.message.to_string())),
+    };
+    if let Some((kind, message)) = &failure {
+        crate::telemetry::record_error(span, kind, message);
+    }
+    tracing::event!(
+        target: codemode_telemetry::otel::TARGET,
+        tracing::Level::INFO,
+        histogram.mcp.server.operation.duration = started.elapsed().as_secs_f64(),
+        "mcp.method.name" = codemode_telemetry::otel::TOOLS_CALL,
+        "gen_ai.tool.name" = tool,
+        "error.type" = failure.as_ref().map(|(kind, _)| kind.as_str()),
+    );
+}
+
+/// Serves one client over stdin/stdout until it disconnects. `session` is the client's session id (`--session`);
+/// a fresh one when `None`.
 ///
 /// # Errors
 ///
 /// [`Error::Serve`] when the MCP handshake on stdio fails.
-pub async fn serve_stdio(gateway: Arc<Gateway>) -> Result<(), Error> {
-    let running = GatewayServer::stdio(gateway)
+pub async fn serve_stdio(gateway: Arc<Gateway>, session: Option<String>) -> Result<(), Error> {
+    let server = match session {
+        Some(session) => GatewayServer::stdio_session(gateway, &session),
+        None => GatewayServer::stdio(gateway),
+    };
+    let running = server
         .serve(super::stdio::transport(tokio::io::stdin(), tokio::io::stdout()))
         .await
         .map_err(|e| Error::Serve(format!("stdio handshake failed: {e}")))?;

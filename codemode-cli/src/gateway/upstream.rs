@@ -26,6 +26,7 @@ use rmcp::{RoleClient, ServiceError, ServiceExt};
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::Mutex;
+use tracing::Instrument as _;
 
 use super::Error;
 use super::config::{GatewayConfig, ServerConfig, Startup, Transport};
@@ -177,11 +178,31 @@ impl UpstreamManager {
         };
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
-        let (peer, generation) = up.peer().await?;
-        match peer.call_tool(params).await {
-            Ok(result) => Ok(result),
-            Err(e) => Err(up.failure(e, generation, &format!("the call to \"{tool}\"")).await),
+        let transport = match up.config.transport {
+            Transport::Stdio { .. } => "pipe",
+            Transport::Http { .. } => "tcp",
+        };
+        let span = client_span(server, tool, transport);
+        let started = (!span.is_disabled()).then(std::time::Instant::now);
+        // The upstream server continues this call's trace: the CLIENT span's context goes in `params._meta`.
+        if let Some((traceparent, tracestate)) = crate::telemetry::trace_headers(&span) {
+            let meta = params.meta.get_or_insert_with(Default::default);
+            meta.set_traceparent(traceparent);
+            if let Some(state) = tracestate {
+                meta.set_tracestate(state);
+            }
         }
+        let called = async {
+            let (peer, generation) = up.peer().await?;
+            match send_call(&peer, params, &span).await {
+                Ok(result) => Ok(result),
+                Err(e) => Err(up.failure(e, generation, &format!("the call to \"{tool}\"")).await),
+            }
+        }
+        .instrument(span.clone())
+        .await;
+        client_span_end(&span, tool, started, &called);
+        called
     }
 
     /// Closes every connection and stops every upstream process.
@@ -256,6 +277,96 @@ impl ToolHost for UpstreamManager {
         let _ = cx;
         self.namespace_op(server, op, args).await
     }
+}
+
+/// The CLIENT span of one `tools/call` to an upstream server (MCP semantic conventions). Its fields are evaluated
+/// only when the span is enabled.
+fn client_span(server: &str, tool: &str, transport: &'static str) -> tracing::Span {
+    use codemode_telemetry::otel;
+    tracing::info_span!(
+        target: otel::TARGET,
+        "tools/call",
+        "otel.name" = otel::tools_call_name(tool).as_str(),
+        "otel.kind" = otel::kind::CLIENT,
+        "mcp.method.name" = otel::TOOLS_CALL,
+        "gen_ai.operation.name" = otel::EXECUTE_TOOL,
+        "gen_ai.tool.name" = tool,
+        "codemode.server" = server,
+        "network.transport" = transport,
+        "mcp.session.id" = tracing::field::Empty,
+        "jsonrpc.request.id" = tracing::field::Empty,
+        "error.type" = tracing::field::Empty,
+        "otel.status_code" = tracing::field::Empty,
+        "otel.status_description" = tracing::field::Empty,
+    )
+}
+
+/// Sends one `tools/call` and waits for its answer, recording the JSON-RPC request id on `span`. Dropping the
+/// future before the answer sends `notifications/cancelled` for the request, as rmcp's own `call_tool` does.
+async fn send_call(
+    peer: &rmcp::Peer<RoleClient>,
+    params: CallToolRequestParams,
+    span: &tracing::Span,
+) -> Result<CallToolResult, ServiceError> {
+    struct CancelOnDrop<'a>(&'a rmcp::Peer<RoleClient>, Option<rmcp::model::RequestId>);
+    impl Drop for CancelOnDrop<'_> {
+        fn drop(&mut self) {
+            if let Some(id) = self.1.take()
+                && let Ok(runtime) = tokio::runtime::Handle::try_current()
+            {
+                let peer = self.0.clone();
+                let reason = Some("request abandoned by the caller".to_owned());
+                let param = rmcp::model::CancelledNotificationParam::new(Some(id), reason);
+                runtime.spawn(async move {
+                    let _ = peer.notify_cancelled(param).await;
+                });
+            }
+        }
+    }
+    let request = rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
+    let handle = peer.send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options()).await?;
+    if !span.is_disabled() {
+        span.record("jsonrpc.request.id", handle.id.to_string().as_str());
+    }
+    let mut guard = CancelOnDrop(peer, Some(handle.id.clone()));
+    let answer = handle.await_response().await;
+    guard.1 = None;
+    match answer? {
+        rmcp::model::ServerResult::CallToolResult(result) => Ok(result),
+        // A result with no fields at all: a tool that returned nothing.
+        rmcp::model::ServerResult::EmptyResult(_) => Ok(CallToolResult::success(Vec::new())),
+        _ => Err(ServiceError::UnexpectedResponse),
+    }
+}
+
+/// Ends a CLIENT span: an error span for a failed request and for a result with `isError: true` (`tool_error`),
+/// with the redacted message; and records the request's duration.
+fn client_span_end(
+    span: &tracing::Span,
+    tool: &str,
+    started: Option<std::time::Instant>,
+    called: &Result<CallToolResult, ToolError>,
+) {
+    let Some(started) = started else { return };
+    let failure = match called {
+        Ok(result) if result.is_error == Some(true) => {
+            let text = result.content.iter().find_map(|c| c.as_text().map(|t| t.text.clone()));
+            Some(("tool_error".to_owned(), text.unwrap_or_else(|| "the tool reported an error (isError)".into())))
+        }
+        Ok(_) => None,
+        Err(e) => Some((e.code.as_str().to_owned(), e.message.clone())),
+    };
+    if let Some((kind, message)) = &failure {
+        crate::telemetry::record_error(span, kind, message);
+    }
+    tracing::event!(
+        target: codemode_telemetry::otel::TARGET,
+        tracing::Level::INFO,
+        histogram.mcp.client.operation.duration = started.elapsed().as_secs_f64(),
+        "mcp.method.name" = codemode_telemetry::otel::TOOLS_CALL,
+        "gen_ai.tool.name" = tool,
+        "error.type" = failure.as_ref().map(|(kind, _)| kind.as_str()),
+    );
 }
 
 /// An MCP tool result as the guest sees it: content blocks (with their annotations and block `_meta`),

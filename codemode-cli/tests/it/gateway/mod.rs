@@ -8,6 +8,7 @@ mod auth;
 mod e2e;
 mod fleet;
 mod lines;
+mod otel;
 mod upstream;
 
 use std::path::{Path, PathBuf};

@@ -1,0 +1,295 @@
+//! The `tracing` spans and metric events of a run: one INTERNAL `execute_tool exec` (or `wait`) span per call of
+//! the engine, one INTERNAL `execute_tool <tool>` child per nested tool call (live, or delivered from the journal by
+//! a replay, then marked `codemode.replayed`), named and attributed after the OpenTelemetry GenAI conventions; and
+//! the metric events (durations, calls by status, replays) that tracing-opentelemetry's metrics layer turns into
+//! instruments. Names are `codemode_telemetry::otel`'s.
+//!
+//! Invariant: nothing here changes what a run does. With no subscriber interested in the `codemode` target every
+//! span is disabled and every helper returns at its first check, so a run pays no clock read, hash or string for
+//! them. A span never carries a program's source (its SHA-256 and length only) nor an unredacted message.
+
+use std::time::Instant;
+
+use codemode_bridge::{BridgeCall, BridgeErrorCode, CodeModeResult, NamespaceArgs, NamespaceTarget, SettlementValue};
+use codemode_config::EffectClass;
+use codemode_snapshot::{CallName, Checkpoint};
+use codemode_telemetry::otel::{self, TARGET};
+use serde_json::Value;
+use tracing::Span;
+use tracing::field::Empty;
+
+use crate::Inner;
+
+/// Longest status message a span carries, in bytes.
+const MESSAGE_BYTES: usize = 512;
+
+/// The INTERNAL span of an `exec` or a `wait` (`tool`). Field values are evaluated only when the span is enabled.
+pub(crate) fn run_span(tool: &'static str) -> Span {
+    tracing::info_span!(
+        target: TARGET,
+        "execute_tool",
+        "otel.name" = otel::execute_tool_name(tool).as_str(),
+        "otel.kind" = otel::kind::INTERNAL,
+        "gen_ai.operation.name" = otel::EXECUTE_TOOL,
+        "gen_ai.tool.name" = tool,
+        "codemode.run_id" = Empty,
+        "codemode.source.sha256" = Empty,
+        "codemode.source.length" = Empty,
+        "codemode.status" = Empty,
+        "codemode.replayed" = Empty,
+        "error.type" = Empty,
+        "otel.status_code" = Empty,
+        "otel.status_description" = Empty,
+    )
+}
+
+/// Puts the program's digest and length on an `exec` span.
+pub(crate) fn record_source(span: &Span, source: &str) {
+    if !span.is_disabled() {
+        span.record("codemode.source.sha256", otel::source_digest(source).as_str());
+        span.record("codemode.source.length", source.len() as u64);
+    }
+}
+
+/// Puts the run id on the current span (the run's span inside `exec`).
+pub(crate) fn record_run_id(run_id: &str) {
+    record_run_id_on(&Span::current(), run_id);
+}
+
+/// Puts the run id on `span`.
+pub(crate) fn record_run_id_on(span: &Span, run_id: &str) {
+    if !span.is_disabled() {
+        span.record("codemode.run_id", run_id);
+    }
+}
+
+/// When a traced operation started; `None` when nobody listens, so no clock is read.
+pub(crate) fn started(span: &Span) -> Option<Instant> {
+    (!span.is_disabled()).then(Instant::now)
+}
+
+/// Ends an `exec`/`wait` span with the result's status (a failed result is an error span with its code and the
+/// model's message, which the driver has redacted), and records its duration.
+pub(crate) fn finish_run(span: &Span, tool: &'static str, started: Option<Instant>, result: &CodeModeResult) {
+    let Some(started) = started else { return };
+    let status = match result {
+        CodeModeResult::Completed(_) => "completed",
+        CodeModeResult::Waiting(w) => {
+            span.record("codemode.run_id", w.run_id.as_str());
+            "waiting"
+        }
+        CodeModeResult::Failed(f) => {
+            error(span, f.code.as_str(), &f.error);
+            "failed"
+        }
+    };
+    span.record("codemode.status", status);
+    tracing::event!(
+        target: TARGET,
+        tracing::Level::INFO,
+        histogram.codemode.exec.duration = started.elapsed().as_secs_f64(),
+        "gen_ai.tool.name" = tool,
+        "codemode.status" = status,
+    );
+}
+
+/// Marks a `wait` span as a resume by replay and counts it.
+pub(crate) fn replay(span: &Span) {
+    if span.is_disabled() {
+        return;
+    }
+    span.record("codemode.replayed", true);
+    tracing::event!(target: TARGET, tracing::Level::INFO, monotonic_counter.codemode.replays = 1_u64);
+}
+
+/// The tool a request names, when it is a tool call (or an MCP namespace operation), as the checkpoint keeps it
+/// for the spans of a later replay.
+pub(crate) fn call_name(inner: &Inner, id: u32, call: &BridgeCall) -> Option<CallName> {
+    let method = call.method().as_str().to_owned();
+    let (tool, server, write) = match call {
+        BridgeCall::CallValue(args) => match inner.catalog.by_callable(&args.tool) {
+            Some(entry) => (
+                entry.definition.name.clone(),
+                entry.definition.server.clone(),
+                entry.definition.effect_class() == EffectClass::Write,
+            ),
+            None => (args.tool.clone(), None, false),
+        },
+        BridgeCall::Namespace(NamespaceArgs { server, target: NamespaceTarget::Tool(tool), .. }) => {
+            let ns = inner.catalog.mcp_servers().iter().find(|s| &s.name == server);
+            let write = ns.is_some_and(|ns| {
+                ns.tools.iter().find(|t| &t.name == tool).is_some_and(|t| {
+                    inner
+                        .catalog
+                        .mcp_tool(&ns.global_name, &t.js_name)
+                        .is_some_and(|e| e.definition.effect_class() == EffectClass::Write)
+                })
+            });
+            (tool.clone(), Some(server.clone()), write)
+        }
+        BridgeCall::Namespace(NamespaceArgs { server, target: NamespaceTarget::Op(op), .. }) => {
+            (op.clone(), Some(server.clone()), false)
+        }
+        _ => return None,
+    };
+    Some(CallName { id, method, tool, server, write })
+}
+
+/// The INTERNAL span of one nested call, a child of the current span (the run's) unless `parent` is given.
+pub(crate) fn call_span(run_id: &str, call: &CallName, replayed: bool, parent: Option<&Span>) -> Span {
+    macro_rules! call_span {
+        ($($parent:tt)*) => {
+            tracing::info_span!(
+                target: TARGET,
+                $($parent)*
+                "execute_tool",
+                "otel.name" = otel::execute_tool_name(&call.tool).as_str(),
+                "otel.kind" = otel::kind::INTERNAL,
+                "gen_ai.operation.name" = otel::EXECUTE_TOOL,
+                "gen_ai.tool.name" = call.tool.as_str(),
+                "gen_ai.tool.call.id" = format!("bridge:{}:{}", call.method, call.id).as_str(),
+                "codemode.run_id" = run_id,
+                "codemode.server" = call.server.as_deref(),
+                "codemode.replayed" = replayed,
+                "codemode.status" = Empty,
+                "codemode.effect_status" = Empty,
+                "error.type" = Empty,
+                "otel.status_code" = Empty,
+                "otel.status_description" = Empty,
+            )
+        };
+    }
+    match parent {
+        Some(parent) => call_span!(parent: parent,),
+        None => call_span!(),
+    }
+}
+
+/// Records how a nested call settled on its span: `ok`, or an error span for a refused or failed call and for a
+/// tool result with `isError: true` (`error.type` `tool_error`), with the redacted message; the effect status of a
+/// write-class call; and the call's metrics (its duration only for a live call).
+pub(crate) fn settled(span: &Span, call: &CallName, value: &SettlementValue, replayed: bool, started: Option<Instant>) {
+    if span.is_disabled() {
+        return;
+    }
+    let status = match value {
+        SettlementValue::Ok { value } => match tool_error_text(value) {
+            Some(text) => {
+                error(span, "tool_error", &text);
+                "error"
+            }
+            None => "ok",
+        },
+        // An approver deferred the call: it waits in the run and is dispatched again when the run resumes.
+        SettlementValue::Err { code: BridgeErrorCode::Other(code), .. } if code == "deferred" => "deferred",
+        SettlementValue::Err { code, message } => {
+            error(span, code.as_str(), message);
+            "error"
+        }
+    };
+    span.record("codemode.status", status);
+    if call.write {
+        span.record("codemode.effect_status", crate::machine::effect_status(value).as_str());
+    }
+    let tool = call.tool.as_str();
+    match started {
+        Some(started) => tracing::event!(
+            target: TARGET,
+            tracing::Level::INFO,
+            histogram.codemode.call.duration = started.elapsed().as_secs_f64(),
+            monotonic_counter.codemode.calls = 1_u64,
+            "codemode.status" = status,
+            "codemode.replayed" = replayed,
+            "gen_ai.tool.name" = tool,
+        ),
+        None => tracing::event!(
+            target: TARGET,
+            tracing::Level::INFO,
+            monotonic_counter.codemode.calls = 1_u64,
+            "codemode.status" = status,
+            "codemode.replayed" = replayed,
+            "gen_ai.tool.name" = tool,
+        ),
+    }
+}
+
+/// Records an error on a span: `error.type`, the ERROR status and the redacted, capped message.
+fn error(span: &Span, kind: &str, message: &str) {
+    span.record("error.type", kind);
+    span.record("otel.status_code", "ERROR");
+    let redacted = codemode_telemetry::Redactor::new().redact(message).into_owned();
+    span.record("otel.status_description", crate::dispatch::cut(redacted, MESSAGE_BYTES).as_str());
+}
+
+/// The text of an MCP tool result with `isError: true` (its first text block, or a fixed note), else `None`.
+fn tool_error_text(value: &Value) -> Option<String> {
+    if value.get("isError").and_then(Value::as_bool) != Some(true) {
+        return None;
+    }
+    let text = value
+        .get("content")
+        .and_then(Value::as_array)
+        .and_then(|blocks| blocks.iter().find_map(|b| b.get("text").and_then(Value::as_str)))
+        .unwrap_or("the tool reported an error (isError) without text");
+    Some(text.to_owned())
+}
+
+/// A live nested call's span until its settlement: records it, or, when the call is dropped before it settled (the
+/// run timed out, was aborted or cancelled), an `aborted` error.
+pub(crate) struct CallTrace {
+    span: Span,
+    call: Option<CallName>,
+    started: Option<Instant>,
+}
+
+impl CallTrace {
+    /// Follows a nested call's span from now; `call` is kept only when the span is recorded.
+    pub(crate) fn new(span: Span, call: &CallName) -> CallTrace {
+        let started = started(&span);
+        let call = started.map(|_| call.clone());
+        CallTrace { span, call, started }
+    }
+
+    /// The span, to instrument the call's future with.
+    pub(crate) fn span(&self) -> Span {
+        self.span.clone()
+    }
+
+    /// The call settled with `value`.
+    pub(crate) fn settled(mut self, value: &SettlementValue) {
+        if let Some(call) = self.call.take() {
+            settled(&self.span, &call, value, false, self.started);
+        }
+    }
+}
+
+impl Drop for CallTrace {
+    fn drop(&mut self) {
+        if let Some(call) = self.call.take() {
+            error(
+                &self.span,
+                "aborted",
+                "the call was cancelled before it answered: its run ended (timeout, abort or cancellation)",
+            );
+            self.span.record("codemode.status", "error");
+            if call.write {
+                self.span.record("codemode.effect_status", "uncertain");
+            }
+        }
+    }
+}
+
+/// The spans of the calls a resume by replay delivers from the journal: one `execute_tool <tool>` per named call
+/// settled in a recorded round, marked `codemode.replayed`, under `parent` (the `wait` span).
+pub(crate) fn replayed_calls(parent: &Span, checkpoint: &Checkpoint) {
+    if parent.is_disabled() || checkpoint.call_names.is_empty() {
+        return;
+    }
+    for round in &checkpoint.journal.rounds {
+        for settlement in &round.settlements {
+            let Some(call) = checkpoint.call_names.iter().find(|c| c.id == settlement.id) else { continue };
+            let span = call_span(&checkpoint.run_id, call, true, Some(parent));
+            settled(&span, call, &settlement.value, true, None);
+        }
+    }
+}

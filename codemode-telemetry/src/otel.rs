@@ -1,0 +1,120 @@
+//! The names of the spans, attributes and metrics code mode records through `tracing`, after the OpenTelemetry
+//! GenAI and MCP semantic conventions (`execute_tool {gen_ai.tool.name}`, `tools/call {name}`), plus the
+//! `codemode.*` attributes of its own, and the digest that stands in for a program's source on a span.
+//!
+//! It holds names and pure helpers only: which subscriber (if any) receives the spans and where they are exported is
+//! the binary's business. Invariant: the source of a program never appears on a span, only [`source_digest`] and its
+//! length.
+
+use sha2::{Digest, Sha256};
+
+/// The `tracing` target every code mode span and metric event uses, so a subscriber can select them (and leave out
+/// the spans of libraries underneath, such as rmcp's).
+pub const TARGET: &str = "codemode";
+
+/// `gen_ai.operation.name` of tool execution spans.
+pub const EXECUTE_TOOL: &str = "execute_tool";
+/// `mcp.method.name` of a tool call.
+pub const TOOLS_CALL: &str = "tools/call";
+
+/// `otel.kind` values (tracing-opentelemetry's special fields).
+pub mod kind {
+    /// A span for a request this process received.
+    pub const SERVER: &str = "server";
+    /// A span for work inside this process.
+    pub const INTERNAL: &str = "internal";
+    /// A span for a request this process sent.
+    pub const CLIENT: &str = "client";
+}
+
+/// Attribute keys.
+pub mod attr {
+    /// The GenAI operation: always [`super::EXECUTE_TOOL`] here.
+    pub const GEN_AI_OPERATION_NAME: &str = "gen_ai.operation.name";
+    /// The tool's name: `exec`, `wait`, or the nested tool's name.
+    pub const GEN_AI_TOOL_NAME: &str = "gen_ai.tool.name";
+    /// The tool call's id: `bridge:callValue:3` for a nested call.
+    pub const GEN_AI_TOOL_CALL_ID: &str = "gen_ai.tool.call.id";
+    /// The class of error an operation ended with (`timeout`, `denied`, `tool_error`, ...).
+    pub const ERROR_TYPE: &str = "error.type";
+    /// The MCP method (`tools/call`).
+    pub const MCP_METHOD_NAME: &str = "mcp.method.name";
+    /// The MCP session the request belongs to.
+    pub const MCP_SESSION_ID: &str = "mcp.session.id";
+    /// The JSON-RPC request id, as a string.
+    pub const JSONRPC_REQUEST_ID: &str = "jsonrpc.request.id";
+    /// `pipe` (stdio) or `tcp` (Streamable HTTP).
+    pub const NETWORK_TRANSPORT: &str = "network.transport";
+    /// The run the span belongs to (`cm_<uuid>`).
+    pub const RUN_ID: &str = "codemode.run_id";
+    /// Whether the nested call was delivered from the run's journal by replay instead of running.
+    pub const REPLAYED: &str = "codemode.replayed";
+    /// A write-class call's effect status (`completed`, `failed`, `uncertain`, `not_started`).
+    pub const EFFECT_STATUS: &str = "codemode.effect_status";
+    /// How the `exec`/`wait` ended: `completed`, `waiting` or `failed`; a nested call's `ok` or `error`.
+    pub const STATUS: &str = "codemode.status";
+    /// The upstream MCP server of a nested call.
+    pub const SERVER: &str = "codemode.server";
+    /// The SHA-256 of the program's source, hex.
+    pub const SOURCE_SHA256: &str = "codemode.source.sha256";
+    /// The program's length in bytes.
+    pub const SOURCE_LENGTH: &str = "codemode.source.length";
+}
+
+/// Metric names (OpenTelemetry instruments, recorded through tracing-opentelemetry's metrics layer).
+pub mod metric {
+    /// Histogram, seconds: how long an `exec` or `wait` took, by `gen_ai.tool.name` and `codemode.status`.
+    pub const EXEC_DURATION: &str = "codemode.exec.duration";
+    /// Histogram, seconds: how long a nested tool call took, by `gen_ai.tool.name` and `codemode.status`.
+    pub const CALL_DURATION: &str = "codemode.call.duration";
+    /// Counter: nested tool calls, by `codemode.status` (`ok`, `error`) and `codemode.replayed`.
+    pub const CALLS: &str = "codemode.calls";
+    /// Counter: resumes by replay (a parked run resumed in a fresh worker).
+    pub const REPLAYS: &str = "codemode.replays";
+    /// Gauge: runs parked in this process.
+    pub const PARKED_RUNS: &str = "codemode.runs.parked";
+    /// Gauge: worker processes alive, by `codemode.worker.state` (`idle`, `parked`).
+    pub const LIVE_WORKERS: &str = "codemode.workers.live";
+    /// Histogram, seconds: MCP requests the gateway served (the MCP conventions' server metric).
+    pub const MCP_SERVER_DURATION: &str = "mcp.server.operation.duration";
+    /// Histogram, seconds: MCP requests the gateway sent upstream (the MCP conventions' client metric).
+    pub const MCP_CLIENT_DURATION: &str = "mcp.client.operation.duration";
+}
+
+/// The hex SHA-256 of a program's source: what a span carries instead of the source.
+pub fn source_digest(source: &str) -> String {
+    let digest = Sha256::digest(source.as_bytes());
+    let mut out = String::with_capacity(64);
+    for byte in digest {
+        out.push(char::from_digit(u32::from(byte >> 4), 16).unwrap_or('0'));
+        out.push(char::from_digit(u32::from(byte & 0xf), 16).unwrap_or('0'));
+    }
+    out
+}
+
+/// The span name of a tool execution: `execute_tool <tool>`.
+pub fn execute_tool_name(tool: &str) -> String {
+    format!("{EXECUTE_TOOL} {tool}")
+}
+
+/// The span name of an MCP tool call: `tools/call <tool>`.
+pub fn tools_call_name(tool: &str) -> String {
+    format!("{TOOLS_CALL} {tool}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_digest_is_sha256_hex() {
+        assert_eq!(source_digest(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+        assert_eq!(source_digest("return 1").len(), 64);
+    }
+
+    #[test]
+    fn span_names_follow_the_conventions() {
+        assert_eq!(execute_tool_name("exec"), "execute_tool exec");
+        assert_eq!(tools_call_name("echo"), "tools/call echo");
+    }
+}
