@@ -108,6 +108,8 @@ impl Telemetry {
         if !config.enabled() {
             return Ok(Telemetry::default());
         }
+        // The exporter's HTTP client needs the process's TLS provider, even for http:// endpoints.
+        crate::gateway::install_tls_provider();
         if let Ok(protocol) = std::env::var("OTEL_EXPORTER_OTLP_PROTOCOL")
             && protocol.trim() != "http/protobuf"
         {

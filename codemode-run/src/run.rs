@@ -263,7 +263,6 @@ async fn exec_run(inner: Arc<Inner>, input: ExecInput, scope: RunScope, options:
         shared_journal: Some(inner.journals.clone()),
     });
     machine.begin(now_ms, inner.limits.timeout_ms);
-    let run_id = codemode_snapshot::new_run_id();
     let mut activity = Recorder::new(&inner, &run_id, Default::default());
     activity.begin(&inner, &machine.source, options.activity.clone(), options.activity_in_json);
     let run = LiveRun {

@@ -313,11 +313,21 @@ impl CheckpointBackend for FileBackend {
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(StoreError::io(&path, e)),
         }
-        let bytes = read_optional(&claimed, MAX_CHECKPOINT_FILE_BYTES);
-        let _ = fs::remove_file(&claimed);
-        match bytes? {
+        let taken = read_optional(&claimed, MAX_CHECKPOINT_FILE_BYTES).and_then(|bytes| match bytes {
             Some(bytes) => decode_checkpoint(&path, run_id, &bytes, self.keys.as_deref()).map(Some),
             None => Ok(None),
+        });
+        match taken {
+            // A file this process cannot open goes back where it was: for a process with the right state key, or
+            // for a person to look at.
+            Err(e @ (StoreError::Sealed { .. } | StoreError::Corrupt { .. })) => {
+                let _ = fs::rename(&claimed, &path);
+                Err(e)
+            }
+            taken => {
+                let _ = fs::remove_file(&claimed);
+                taken
+            }
         }
     }
 

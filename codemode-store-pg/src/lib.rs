@@ -1,6 +1,8 @@
 //! The PostgreSQL run store: a [`FleetBackend`] that several gateway replicas share, so any of them can resume any
 //! run. Checkpoints are rows (generation, lease holder and expiry, TTL, scope, idempotency key); session values,
 //! result references and idempotency keys are rows too; `LISTEN/NOTIFY` wakes every replica when a run changes.
+//! With state keys ([`PgOptions::keys`]), every checkpoint and stored value is sealed before it is written, as the
+//! directory backend seals its files, and nothing is read that does not open under one of the keys.
 //!
 //! It owns the schema: [`PgStore::connect`] creates and migrates it under an advisory lock, so replicas that start
 //! together are safe. It does not run guest code and knows nothing of MCP. Invariants: a park is an `UPDATE ...
@@ -12,7 +14,13 @@ mod schema;
 pub mod harness;
 
 use async_trait::async_trait;
-use codemode_snapshot::{Accepted, Checkpoint, Claim, FleetBackend, MAX_RESULTS_PER_SESSION, RunChange, StoreError};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use base64::Engine as _;
+use codemode_snapshot::{
+    Accepted, Checkpoint, Claim, FleetBackend, Keyring, MAX_RESULTS_PER_SESSION, RunChange, StoreError, seal,
+};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use serde_json::Value;
 use tokio::sync::broadcast;
@@ -36,11 +44,19 @@ pub struct PgOptions {
     pub ttl_ms: Option<u64>,
     /// Connections in the pool.
     pub pool_size: usize,
+    /// The state keys that seal checkpoints, session values, saved results and recorded results at rest (the
+    /// first seals; any opens what it sealed). `None` stores them as they are, and refuses sealed rows.
+    pub keys: Option<Arc<Keyring>>,
 }
 
 impl Default for PgOptions {
     fn default() -> Self {
-        PgOptions { lease_ms: codemode_snapshot::DEFAULT_LEASE_MS, ttl_ms: None, pool_size: DEFAULT_POOL_SIZE }
+        PgOptions {
+            lease_ms: codemode_snapshot::DEFAULT_LEASE_MS,
+            ttl_ms: None,
+            pool_size: DEFAULT_POOL_SIZE,
+            keys: None,
+        }
     }
 }
 
@@ -82,28 +98,59 @@ fn ms(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
-/// The one place checkpoints become bytes and back (with the run-id check every backend makes).
-fn encode(checkpoint: &Checkpoint) -> Vec<u8> {
-    checkpoint.encode()
+/// The one place checkpoints become bytes and back (with the run-id check every backend makes), sealed under the
+/// run id when `keys` are set.
+fn encode(keys: Option<&Keyring>, checkpoint: &Checkpoint) -> Vec<u8> {
+    seal::seal(keys, &checkpoint.run_id, &checkpoint.encode()).into_owned()
 }
 
-fn decode(run_id: &str, bytes: &[u8]) -> Result<Checkpoint, StoreError> {
+fn decode(keys: Option<&Keyring>, run_id: &str, bytes: &[u8]) -> Result<Checkpoint, StoreError> {
+    let bytes = seal::open(keys, run_id, bytes).map_err(|e| sealed(&format!("codemode_runs/{run_id}"), &e))?;
     let corrupt =
         |reason: String| StoreError::Backend(format!("run {run_id}: its stored checkpoint is corrupt: {reason}"));
-    let checkpoint = Checkpoint::decode(bytes).map_err(corrupt)?;
+    let checkpoint = Checkpoint::decode(&bytes).map_err(corrupt)?;
     if checkpoint.run_id != run_id {
         return Err(StoreError::ForeignCheckpoint { run_id: run_id.to_owned(), found: checkpoint.run_id });
     }
     Ok(checkpoint)
 }
 
-fn to_text(value: &Value) -> String {
-    // Values are kept as JSON text, not `jsonb`, which would reorder object keys.
-    serde_json::to_string(value).expect("JSON values always serialize")
+/// The prefix of a sealed value in a text column: the sealed bytes follow in base64.
+const SEALED_TEXT: &str = "sealed:";
+
+/// A row that does not open under the configured keys, named by `row` (`table/key`).
+fn sealed(row: &str, error: &seal::SealError) -> StoreError {
+    StoreError::Sealed { path: PathBuf::from(row), reason: error.to_string() }
 }
 
-fn from_text(what: &str, text: &str) -> Result<Value, StoreError> {
-    serde_json::from_str(text).map_err(|e| StoreError::Backend(format!("{what} is not valid JSON: {e}")))
+/// A value as a text column keeps it: JSON text (not `jsonb`, which would reorder object keys), sealed under `name`
+/// when `keys` are set.
+fn to_text(keys: Option<&Keyring>, name: &str, value: &Value) -> String {
+    let json = serde_json::to_string(value).expect("JSON values always serialize");
+    match keys {
+        Some(keys) => {
+            let sealed = keys.seal(name, json.as_bytes());
+            format!("{SEALED_TEXT}{}", base64::engine::general_purpose::STANDARD.encode(sealed))
+        }
+        None => json,
+    }
+}
+
+/// The value [`to_text`] stored under `name` (`what` and `row` name it in errors).
+fn from_text(keys: Option<&Keyring>, name: &str, what: &str, row: &str, text: &str) -> Result<Value, StoreError> {
+    let opened;
+    let json = match text.strip_prefix(SEALED_TEXT) {
+        Some(encoded) => {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(encoded)
+                .map_err(|e| StoreError::Backend(format!("{what} is not valid sealed text: {e}")))?;
+            opened = seal::open(keys, name, &bytes).map_err(|e| sealed(row, &e))?.into_owned();
+            std::str::from_utf8(&opened).map_err(|e| StoreError::Backend(format!("{what} is not text: {e}")))?
+        }
+        None if keys.is_some() => return Err(sealed(row, &seal::SealError::Plain)),
+        None => text,
+    };
+    serde_json::from_str(json).map_err(|e| StoreError::Backend(format!("{what} is not valid JSON: {e}")))
 }
 
 impl PgStore {
@@ -256,7 +303,7 @@ impl FleetBackend for PgStore {
 
     async fn put(&self, checkpoint: &Checkpoint, expected: u32, holder: &str, scope: &str) -> Result<(), StoreError> {
         let run_id = checkpoint.run_id.as_str();
-        let bytes = encode(checkpoint);
+        let bytes = encode(self.options.keys.as_deref(), checkpoint);
         let generation = i64::from(checkpoint.generation);
         let expires_at = ms(checkpoint.expires_at_ms);
         let key = checkpoint.idempotency_key.as_deref();
@@ -289,7 +336,7 @@ impl FleetBackend for PgStore {
 
     async fn save(&self, checkpoint: &Checkpoint, holder: &str) -> Result<(), StoreError> {
         let run_id = checkpoint.run_id.as_str();
-        let bytes = encode(checkpoint);
+        let bytes = encode(self.options.keys.as_deref(), checkpoint);
         let generation = i64::from(checkpoint.generation);
         let expires_at = ms(checkpoint.expires_at_ms);
         let written = self
@@ -309,7 +356,7 @@ impl FleetBackend for PgStore {
     async fn get(&self, run_id: &str) -> Result<Option<Checkpoint>, StoreError> {
         let rows =
             self.query("reading a run", "SELECT checkpoint FROM codemode_runs WHERE run_id = $1", &[&run_id]).await?;
-        rows.first().map(|r| decode(run_id, r.get::<_, &[u8]>(0))).transpose()
+        rows.first().map(|r| decode(self.options.keys.as_deref(), run_id, r.get::<_, &[u8]>(0))).transpose()
     }
 
     async fn claim(&self, run_id: &str, holder: &str, now_ms: u64) -> Result<Claim, StoreError> {
@@ -324,7 +371,8 @@ impl FleetBackend for PgStore {
             )
             .await?;
         if let Some(row) = rows.first() {
-            return decode(run_id, row.get::<_, &[u8]>(0)).map(|c| Claim::Claimed(Box::new(c)));
+            return decode(self.options.keys.as_deref(), run_id, row.get::<_, &[u8]>(0))
+                .map(|c| Claim::Claimed(Box::new(c)));
         }
         let rows = self
             .query(
@@ -457,11 +505,13 @@ impl FleetBackend for PgStore {
                 &[&session, &key],
             )
             .await?;
-        rows.first().map(|r| from_text("a stored session value", r.get::<_, &str>(0))).transpose()
+        let (name, row) = (format!("{session}/{key}"), format!("codemode_sessions/{session}/{key}"));
+        let keys = self.options.keys.as_deref();
+        rows.first().map(|r| from_text(keys, &name, "a stored session value", &row, r.get::<_, &str>(0))).transpose()
     }
 
     async fn session_put(&self, session: &str, key: &str, value: &Value, max_keys: usize) -> Result<(), StoreError> {
-        let text = to_text(value);
+        let text = to_text(self.options.keys.as_deref(), &format!("{session}/{key}"), value);
         let max = i64::try_from(max_keys).unwrap_or(i64::MAX);
         let written = self
             .execute(
@@ -508,7 +558,7 @@ impl FleetBackend for PgStore {
     }
 
     async fn result_put(&self, session: &str, id: &str, value: &Value, max_bytes: usize) -> Result<(), StoreError> {
-        let text = to_text(value);
+        let text = to_text(self.options.keys.as_deref(), &format!("{session}/{id}"), value);
         let bytes = i64::try_from(text.len()).unwrap_or(i64::MAX);
         self.execute(
             "saving a result",
@@ -539,7 +589,9 @@ impl FleetBackend for PgStore {
                 &[&session, &id],
             )
             .await?;
-        rows.first().map(|r| from_text("a saved result", r.get::<_, &str>(0))).transpose()
+        let (name, row) = (format!("{session}/{id}"), format!("codemode_results/{session}/{id}"));
+        let keys = self.options.keys.as_deref();
+        rows.first().map(|r| from_text(keys, &name, "a saved result", &row, r.get::<_, &str>(0))).transpose()
     }
 
     async fn idempotency_accept(
@@ -575,12 +627,17 @@ impl FleetBackend for PgStore {
         let result: Option<&str> = row.get(1);
         Ok(Accepted::Existing {
             run_id: row.get(0),
-            result: result.map(|r| from_text("a recorded result", r)).transpose()?,
+            result: result
+                .map(|r| {
+                    let (name, row) = (format!("{scope}/{key}"), format!("codemode_idempotency/{scope}/{key}"));
+                    from_text(self.options.keys.as_deref(), &name, "a recorded result", &row, r)
+                })
+                .transpose()?,
         })
     }
 
     async fn idempotency_finish(&self, scope: &str, key: &str, result: &Value) -> Result<(), StoreError> {
-        let text = to_text(result);
+        let text = to_text(self.options.keys.as_deref(), &format!("{scope}/{key}"), result);
         self.execute(
             "recording a result",
             "UPDATE codemode_idempotency SET result = $3 WHERE scope = $1 AND key = $2",

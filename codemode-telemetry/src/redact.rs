@@ -78,8 +78,8 @@ static ASSIGNED_LITERAL: LazyLock<Regex> = LazyLock::new(|| {
 /// bearer credential whose rest was cut off.
 static UNFINISHED: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(concat!(
-        r"(?:(?i:bearer)\s+\S*|(?:sk-(?:ant|proj|svcacct|admin)-|\bsk-|\b[sr]k_|gh[pousr]_|github_pat_|AKIA|ASIA|AIza|",
-        r"xox[abposr]-|eyJ)\S*)$"
+        r"(?:(?i:bearer)\s+|sk-(?:ant|proj|svcacct|admin)-|\bsk-|\b[sr]k_|gh[pousr]_|github_pat_|AKIA|ASIA|AIza|",
+        r"xox[abposr]-|eyJ)[A-Za-z0-9._~+/=-]*$"
     ))
     .expect("the unfinished token shapes compile")
 });

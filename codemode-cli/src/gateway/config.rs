@@ -78,12 +78,20 @@ pub struct GatewayConfig {
     pub telemetry: TelemetryConfig,
 }
 
-/// The `[telemetry]` table: OpenTelemetry export (docs/observability.md).
+/// The `[telemetry]` table: OpenTelemetry export (docs/observability.md), the activity record on results and what
+/// redaction masks besides token shapes (docs/activity.md).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TelemetryConfig {
     /// The OTLP http/protobuf base URL (`otlp_endpoint` in TOML, `otlpEndpoint` in JSON), e.g.
     /// `http://127.0.0.1:4318`; `/v1/traces` and `/v1/metrics` are appended.
     pub otlp_endpoint: Option<String>,
+    /// Whether `exec` and `wait` results carry their `activity` (the cell's nested calls) for the model (`activity`;
+    /// default false, so the model's payload does not grow).
+    pub activity: bool,
+    /// Regular expressions (`regex` syntax) whose matches are masked in everything recorded for people
+    /// (`redact_patterns` in TOML, `redactPatterns` in JSON), besides token shapes and the upstream servers' `env`
+    /// values, which are always masked.
+    pub redact_patterns: Vec<String>,
 }
 
 /// The `[store]` table: where a fleet of gateway replicas keeps suspended runs, session values, result references
@@ -171,7 +179,8 @@ enum Format {
     Json,
 }
 
-const TOML_TOP_KEYS: [&str; 8] = ["limits", "servers", "state_dir", "confinement", "policy", "auth", "store", "telemetry"];
+const TOML_TOP_KEYS: [&str; 8] =
+    ["limits", "servers", "state_dir", "confinement", "policy", "auth", "store", "telemetry"];
 const TOML_SERVER_KEYS: [&str; 7] = ["command", "args", "env", "url", "startup", "deny", "direct"];
 
 impl GatewayConfig {
@@ -391,7 +400,10 @@ impl Checker<'_> {
     }
 
     fn telemetry(&self, value: &Value) -> Result<TelemetryConfig, Error> {
-        let endpoint_key = if self.format == Format::Toml { "otlp_endpoint" } else { "otlpEndpoint" };
+        let toml = self.format == Format::Toml;
+        let endpoint_key = if toml { "otlp_endpoint" } else { "otlpEndpoint" };
+        let patterns_key = if toml { "redact_patterns" } else { "redactPatterns" };
+        let known = [endpoint_key, "activity", patterns_key];
         let Value::Object(map) = value else {
             return Err(self.err(
                 "telemetry",
@@ -400,8 +412,8 @@ impl Checker<'_> {
             ));
         };
         for key in map.keys() {
-            if key != endpoint_key {
-                return Err(self.unknown_key(&format!("telemetry.{key}"), key, &[endpoint_key]));
+            if !known.contains(&key.as_str()) {
+                return Err(self.unknown_key(&format!("telemetry.{key}"), key, &known));
             }
         }
         let otlp_endpoint = match map.get(endpoint_key) {
@@ -415,7 +427,25 @@ impl Checker<'_> {
                 ));
             }
         };
-        Ok(TelemetryConfig { otlp_endpoint })
+        let activity = match map.get("activity") {
+            None => false,
+            Some(Value::Bool(on)) => *on,
+            Some(other) => {
+                return Err(self.err(
+                    "telemetry.activity",
+                    format!("must be true or false, not {other}"),
+                    "write `activity = true`",
+                ));
+            }
+        };
+        let patterns_path = format!("telemetry.{patterns_key}");
+        let redact_patterns = self.strings(&patterns_path, map.get(patterns_key))?;
+        for pattern in &redact_patterns {
+            if let Err(e) = codemode::Redactor::new().pattern(pattern) {
+                return Err(self.err(&patterns_path, e.to_string(), "write a regular expression in `regex` syntax"));
+            }
+        }
+        Ok(TelemetryConfig { otlp_endpoint, activity, redact_patterns })
     }
 
     fn limits(&self, value: &Value) -> Result<Limits, Error> {
@@ -810,6 +840,26 @@ mod tests {
         assert!(none.policy.is_allow_all(), "no [policy] allows everything, as before");
         let bad = toml_err("[policy]\nwrites = \"sometimes\"\n[servers.fs]\ncommand = \"node\"\n");
         assert!(bad.starts_with("gw.toml: policy.writes: must be"), "{bad}");
+    }
+
+    #[test]
+    fn the_telemetry_table_reads_activity_and_redaction_patterns_and_names_its_mistakes() {
+        let servers = "[servers.a]\ncommand = \"node\"\n";
+        let read = |head: &str| GatewayConfig::parse(Path::new("gw.toml"), &format!("{head}{servers}"));
+        let config = read("[telemetry]\nactivity = true\nredact_patterns = [\"acct-[0-9]+\"]\n").unwrap();
+        assert!(config.telemetry.activity);
+        assert_eq!(config.telemetry.redact_patterns, ["acct-[0-9]+"]);
+        assert_eq!(read("").unwrap().telemetry, TelemetryConfig::default());
+        let json =
+            r#"{"mcpServers": {"a": {"command": "x"}}, "telemetry": {"activity": true, "redactPatterns": ["x+"]}}"#;
+        let config = GatewayConfig::parse(Path::new("claude.json"), json).unwrap();
+        assert!(config.telemetry.activity);
+        assert_eq!(config.telemetry.redact_patterns, ["x+"]);
+        let err = toml_err(&format!("[telemetry]\nredact_patterns = [\"(unclosed\"]\n{servers}"));
+        assert!(err.starts_with("gw.toml: telemetry.redact_patterns: ") && err.contains("(unclosed"), "{err}");
+        assert!(err.ends_with("(fix: write a regular expression in `regex` syntax)"), "{err}");
+        let err = toml_err(&format!("[telemetry]\nactivity = \"yes\"\n{servers}"));
+        assert!(err.contains("telemetry.activity: must be true or false"), "{err}");
     }
 
     #[test]

@@ -179,15 +179,13 @@ pub async fn run_gateway(args: GatewayArgs) -> anyhow::Result<()> {
         match args.http {
             Some(addr) => {
                 let front = match (front, &config.auth, gateway.limits()) {
-                    (Some(authenticator), Some(settings), Some(limits)) => {
-                        Some(Arc::new(auth::http::AuthFront::new(
-                            authenticator,
-                            limits.clone(),
-                            settings.resource.clone(),
-                            settings.jwt.as_ref().map(|j| j.issuers.clone()).unwrap_or_default(),
-                            settings.required_scopes.clone(),
-                        )))
-                    }
+                    (Some(authenticator), Some(settings), Some(limits)) => Some(Arc::new(auth::http::AuthFront::new(
+                        authenticator,
+                        limits.clone(),
+                        settings.resource.clone(),
+                        settings.jwt.as_ref().map(|j| j.issuers.clone()).unwrap_or_default(),
+                        settings.required_scopes.clone(),
+                    ))),
                     _ => None,
                 };
                 server::serve_http(gateway.clone(), addr, front).await

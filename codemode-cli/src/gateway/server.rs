@@ -59,6 +59,8 @@ pub struct Gateway {
     seal: StateSeal,
     /// Each principal's limits, with `[auth]`.
     limits: Option<Arc<PrincipalLimits>>,
+    /// Whether `exec` and `wait` results carry their activity for the model (`[telemetry] activity`).
+    activity_in_result: bool,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -86,13 +88,18 @@ impl Gateway {
         let host: Arc<dyn ToolHost> = upstream.clone();
         let mut builder = CodeMode::builder();
         if let Some(store) = &config.store {
-            let options = PgOptions { lease_ms: store.lease_ms, ttl_ms: store.ttl_ms, ..PgOptions::default() };
+            // The state keys of `CODEMODE_STATE_KEY`/`CODEMODE_STATE_KEY_FILE` seal the rows, as they seal files.
+            let keys = codemode::snapshot::Keyring::from_env()
+                .map_err(|e| Error::Engine(format!("state keys: {e}")))?
+                .map(Arc::new);
+            let options = PgOptions { lease_ms: store.lease_ms, ttl_ms: store.ttl_ms, keys, ..PgOptions::default() };
             let pg = PgStore::connect(&store.url, options)
                 .await
                 .map_err(|e| Error::Engine(format!("[store] url {}: {e}", redact_url(&store.url))))?;
             builder = builder.store(Arc::new(pg));
         }
         let code_mode = builder
+            .redactor(redactor(config)?)
             .limits(config.limits.clone())
             .tools(definitions)
             .host(host)
@@ -128,7 +135,8 @@ impl Gateway {
                 Arc::new(codemode::snapshot::SystemClock),
             ))
         });
-        Ok(Arc::new(Gateway { code_mode, upstream, tools, direct, seal, limits }))
+        let activity_in_result = config.telemetry.activity;
+        Ok(Arc::new(Gateway { code_mode, upstream, tools, direct, seal, limits, activity_in_result }))
     }
 
     /// Each principal's limits, when `[auth]` is configured.
@@ -191,7 +199,7 @@ impl Gateway {
             _ => None,
         };
         let input = request.arguments.clone().map_or(Value::Object(serde_json::Map::new()), Value::Object);
-        let mut options = ExecOptions::default();
+        let mut options = ExecOptions::default().activity_in_result(self.activity_in_result);
         if let Some(approver) = approvals.approver() {
             options = options.approver(approver);
         }
@@ -390,10 +398,28 @@ impl ServerHandler for GatewayServer {
         let span = server_span(&request, &context, scope.session_id.as_deref(), transport);
         let started = (!span.is_disabled()).then(std::time::Instant::now);
         let name = request.name.clone();
-        let response = self.gateway.call(request, &context.meta, scope, approvals, cancelled).instrument(span.clone()).await;
+        let response =
+            self.gateway.call(request, &context.meta, scope, approvals, cancelled).instrument(span.clone()).await;
         server_span_end(&span, &name, started, &response);
         response
     }
+}
+
+/// What redaction masks besides token shapes: the configured patterns, and every upstream server's `env` value (the
+/// tokens the gateway hands its servers).
+fn redactor(config: &GatewayConfig) -> Result<codemode::Redactor, Error> {
+    let mut redactor = codemode::Redactor::new();
+    for pattern in &config.telemetry.redact_patterns {
+        redactor = redactor.pattern(pattern).map_err(|e| Error::Engine(format!("[telemetry] redact_patterns: {e}")))?;
+    }
+    for server in config.servers.values() {
+        if let super::Transport::Stdio { env, .. } = &server.transport {
+            for value in env.values() {
+                redactor = redactor.secret(value.clone());
+            }
+        }
+    }
+    Ok(redactor)
 }
 
 /// The SERVER span of one `tools/call` from the client (MCP semantic conventions), continuing the client's trace

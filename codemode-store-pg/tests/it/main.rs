@@ -4,6 +4,7 @@
 
 mod backend;
 mod replicas;
+mod sealed;
 
 use std::sync::Arc;
 

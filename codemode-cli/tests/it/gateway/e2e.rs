@@ -413,3 +413,37 @@ async fn a_cancelled_wait_releases_its_run() {
     assert_eq!(again["status"], "failed", "{again}");
     assert_eq!(again["error"], "code mode run is unavailable or expired.", "{again}");
 }
+
+#[tokio::test]
+async fn telemetry_activity_puts_redacted_nested_calls_on_the_result() {
+    const SECRET: &str = "upstream-secret-9f8e7d6c5b";
+    let env = format!("env = {{ DEMO_TOKEN = \"{SECRET}\" }}");
+    let (dir, config) = fixture("timeoutMs = 20000", &env);
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("\n[telemetry]\nactivity = true\nredact_patterns = [\"ticket-[0-9]+\"]\n");
+    std::fs::write(&config, text).unwrap();
+    let session = Session::start(&config).await;
+    let code = format!(
+        r#"const a = await MCP.everything.echo({{ message: "{SECRET} ticket-4711" }});
+           return a.content[0].text;"#
+    );
+    let result = session.exec(&code).await;
+    // The model's value is what the tool returned; only the record meant for people is redacted.
+    assert_eq!(completed(&result), &json!(format!("Echo: {SECRET} ticket-4711")));
+    let activity = &result["activity"];
+    let calls = activity["calls"].as_array().unwrap_or_else(|| panic!("activity on the result: {result}"));
+    assert_eq!(calls.len(), 1, "{activity}");
+    assert_eq!((calls[0]["server"].as_str(), calls[0]["tool"].as_str()), (Some("everything"), Some("echo")));
+    assert_eq!((calls[0]["status"].as_str(), calls[0]["effect"].as_str()), (Some("ok"), Some("completed")));
+    let shown = activity.to_string();
+    assert!(!shown.contains(SECRET) && !shown.contains("ticket-4711"), "{shown}");
+    assert!(shown.contains("[REDACTED]"), "{shown}");
+
+    // Without the switch, results carry no activity.
+    let (_plain_dir, plain) = fixture("timeoutMs = 20000", "");
+    let plain = Session::start(&plain).await;
+    let result = plain.exec("return await MCP.everything.echo({ message: 'x' }).then(r => r.content[0].text)").await;
+    assert_eq!(completed(&result), &json!("Echo: x"));
+    assert!(result.get("activity").is_none(), "{result}");
+    drop(dir);
+}
