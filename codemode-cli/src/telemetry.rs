@@ -221,14 +221,14 @@ pub fn trace_headers(span: &tracing::Span) -> Option<(String, Option<String>)> {
 /// Longest status message a span carries, in bytes.
 const MESSAGE_BYTES: usize = 512;
 
-/// Records an error on `span`: `error.type`, the ERROR status and the message, redacted and capped.
-pub fn record_error(span: &tracing::Span, kind: &str, message: &str) {
+/// Records an error on `span`: `error.type`, the ERROR status and the message, redacted with `redactor` and capped.
+pub fn record_error(span: &tracing::Span, kind: &str, message: &str, redactor: &codemode::Redactor) {
     if span.is_disabled() {
         return;
     }
     span.record("error.type", kind);
     span.record("otel.status_code", "ERROR");
-    let redacted = codemode_telemetry::Redactor::new().redact(message);
+    let redacted = redactor.redact(message);
     let mut end = redacted.len().min(MESSAGE_BYTES);
     while !redacted.is_char_boundary(end) {
         end -= 1;

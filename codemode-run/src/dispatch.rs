@@ -44,7 +44,7 @@ pub(crate) fn dispatch(
     // A tool call is named for the spans of a replay, and gets its `execute_tool` span, which ends as it settles.
     let trace = std::cell::Cell::new(crate::trace::call_name(inner, id, &call).map(|named| {
         let span = crate::trace::call_span(parts.run_id, &named, false, None);
-        let trace = crate::trace::CallTrace::new(span, &named);
+        let trace = crate::trace::CallTrace::new(span, &named, &inner.redactor);
         parts.call_names.push(named);
         trace
     }));

@@ -212,8 +212,11 @@ pub async fn exec_with(inner: Arc<Inner>, input: ExecInput, scope: RunScope, opt
     let span = crate::trace::run_span("exec");
     crate::trace::record_source(&span, &input.code);
     let started = crate::trace::started(&span);
+    let redactor = started.map(|_| inner.redactor.clone());
     let result = exec_run(inner, input, scope, options).instrument(span.clone()).await;
-    crate::trace::finish_run(&span, "exec", started, &result);
+    if let Some(redactor) = redactor {
+        crate::trace::finish_run(&span, "exec", started, &result, &redactor);
+    }
     result
 }
 
@@ -553,8 +556,11 @@ pub async fn wait_with(inner: Arc<Inner>, run_id: &str, scope: RunScope, options
     let span = crate::trace::run_span("wait");
     let started = crate::trace::started(&span);
     crate::trace::record_run_id_on(&span, run_id);
+    let redactor = started.map(|_| inner.redactor.clone());
     let result = wait_run(inner, run_id, scope, options, &span).instrument(span.clone()).await;
-    crate::trace::finish_run(&span, "wait", started, &result);
+    if let Some(redactor) = redactor {
+        crate::trace::finish_run(&span, "wait", started, &result, &redactor);
+    }
     result
 }
 
@@ -637,7 +643,7 @@ async fn wait_run(
         run.machine.detach_cell();
         // A fresh worker replays the journal: the calls it delivers from there get spans marked as replayed.
         crate::trace::replay(span);
-        crate::trace::replayed_calls(span, &checkpoint);
+        crate::trace::replayed_calls(span, &checkpoint, &inner.redactor);
     }
     let mut slot = Some(resumed.guard);
     let stop = tokio::select! {

@@ -8,11 +8,13 @@
 //! span is disabled and every helper returns at its first check, so a run pays no clock read, hash or string for
 //! them. A span never carries a program's source (its SHA-256 and length only) nor an unredacted message.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use codemode_bridge::{BridgeCall, BridgeErrorCode, CodeModeResult, NamespaceArgs, NamespaceTarget, SettlementValue};
 use codemode_config::EffectClass;
 use codemode_snapshot::{CallName, Checkpoint};
+use codemode_telemetry::Redactor;
 use codemode_telemetry::otel::{self, TARGET};
 use serde_json::Value;
 use tracing::Span;
@@ -69,8 +71,14 @@ pub(crate) fn started(span: &Span) -> Option<Instant> {
 }
 
 /// Ends an `exec`/`wait` span with the result's status (a failed result is an error span with its code and the
-/// model's message, which the driver has redacted), and records its duration.
-pub(crate) fn finish_run(span: &Span, tool: &'static str, started: Option<Instant>, result: &CodeModeResult) {
+/// model's message, redacted with `redactor`), and records its duration.
+pub(crate) fn finish_run(
+    span: &Span,
+    tool: &'static str,
+    started: Option<Instant>,
+    result: &CodeModeResult,
+    redactor: &Redactor,
+) {
     let Some(started) = started else { return };
     let status = match result {
         CodeModeResult::Completed(_) => "completed",
@@ -79,7 +87,7 @@ pub(crate) fn finish_run(span: &Span, tool: &'static str, started: Option<Instan
             "waiting"
         }
         CodeModeResult::Failed(f) => {
-            error(span, f.code.as_str(), &f.error);
+            error(span, f.code.as_str(), &f.error, redactor);
             "failed"
         }
     };
@@ -166,16 +174,23 @@ pub(crate) fn call_span(run_id: &str, call: &CallName, replayed: bool, parent: O
 }
 
 /// Records how a nested call settled on its span: `ok`, or an error span for a refused or failed call and for a
-/// tool result with `isError: true` (`error.type` `tool_error`), with the redacted message; the effect status of a
-/// write-class call; and the call's metrics (its duration only for a live call).
-pub(crate) fn settled(span: &Span, call: &CallName, value: &SettlementValue, replayed: bool, started: Option<Instant>) {
+/// tool result with `isError: true` (`error.type` `tool_error`), with the message redacted with `redactor`; the
+/// effect status of a write-class call; and the call's metrics (its duration only for a live call).
+pub(crate) fn settled(
+    span: &Span,
+    call: &CallName,
+    value: &SettlementValue,
+    replayed: bool,
+    started: Option<Instant>,
+    redactor: &Redactor,
+) {
     if span.is_disabled() {
         return;
     }
     let status = match value {
         SettlementValue::Ok { value } => match tool_error_text(value) {
             Some(text) => {
-                error(span, "tool_error", &text);
+                error(span, "tool_error", &text, redactor);
                 "error"
             }
             None => "ok",
@@ -183,7 +198,7 @@ pub(crate) fn settled(span: &Span, call: &CallName, value: &SettlementValue, rep
         // An approver deferred the call: it waits in the run and is dispatched again when the run resumes.
         SettlementValue::Err { code: BridgeErrorCode::Other(code), .. } if code == "deferred" => "deferred",
         SettlementValue::Err { code, message } => {
-            error(span, code.as_str(), message);
+            error(span, code.as_str(), message, redactor);
             "error"
         }
     };
@@ -213,11 +228,12 @@ pub(crate) fn settled(span: &Span, call: &CallName, value: &SettlementValue, rep
     }
 }
 
-/// Records an error on a span: `error.type`, the ERROR status and the redacted, capped message.
-fn error(span: &Span, kind: &str, message: &str) {
+/// Records an error on a span: `error.type`, the ERROR status and the message, redacted with the engine's
+/// `redactor` (token shapes, registered secrets, configured patterns) and capped.
+fn error(span: &Span, kind: &str, message: &str, redactor: &Redactor) {
     span.record("error.type", kind);
     span.record("otel.status_code", "ERROR");
-    let redacted = codemode_telemetry::Redactor::new().redact(message).into_owned();
+    let redacted = redactor.redact(message).into_owned();
     span.record("otel.status_description", crate::dispatch::cut(redacted, MESSAGE_BYTES).as_str());
 }
 
@@ -238,15 +254,16 @@ fn tool_error_text(value: &Value) -> Option<String> {
 /// run timed out, was aborted or cancelled), an `aborted` error.
 pub(crate) struct CallTrace {
     span: Span,
-    call: Option<CallName>,
+    /// The call and the engine's redactor, kept only when the span is recorded.
+    call: Option<(CallName, Arc<Redactor>)>,
     started: Option<Instant>,
 }
 
 impl CallTrace {
-    /// Follows a nested call's span from now; `call` is kept only when the span is recorded.
-    pub(crate) fn new(span: Span, call: &CallName) -> CallTrace {
+    /// Follows a nested call's span from now; `call` and `redactor` are kept only when the span is recorded.
+    pub(crate) fn new(span: Span, call: &CallName, redactor: &Arc<Redactor>) -> CallTrace {
         let started = started(&span);
-        let call = started.map(|_| call.clone());
+        let call = started.map(|_| (call.clone(), redactor.clone()));
         CallTrace { span, call, started }
     }
 
@@ -257,19 +274,20 @@ impl CallTrace {
 
     /// The call settled with `value`.
     pub(crate) fn settled(mut self, value: &SettlementValue) {
-        if let Some(call) = self.call.take() {
-            settled(&self.span, &call, value, false, self.started);
+        if let Some((call, redactor)) = self.call.take() {
+            settled(&self.span, &call, value, false, self.started, &redactor);
         }
     }
 }
 
 impl Drop for CallTrace {
     fn drop(&mut self) {
-        if let Some(call) = self.call.take() {
+        if let Some((call, redactor)) = self.call.take() {
             error(
                 &self.span,
                 "aborted",
                 "the call was cancelled before it answered: its run ended (timeout, abort or cancellation)",
+                &redactor,
             );
             self.span.record("codemode.status", "error");
             if call.write {
@@ -281,7 +299,7 @@ impl Drop for CallTrace {
 
 /// The spans of the calls a resume by replay delivers from the journal: one `execute_tool <tool>` per named call
 /// settled in a recorded round, marked `codemode.replayed`, under `parent` (the `wait` span).
-pub(crate) fn replayed_calls(parent: &Span, checkpoint: &Checkpoint) {
+pub(crate) fn replayed_calls(parent: &Span, checkpoint: &Checkpoint, redactor: &Redactor) {
     if parent.is_disabled() || checkpoint.call_names.is_empty() {
         return;
     }
@@ -289,7 +307,7 @@ pub(crate) fn replayed_calls(parent: &Span, checkpoint: &Checkpoint) {
         for settlement in &round.settlements {
             let Some(call) = checkpoint.call_names.iter().find(|c| c.id == settlement.id) else { continue };
             let span = call_span(&checkpoint.run_id, call, true, Some(parent));
-            settled(&span, call, &settlement.value, true, None);
+            settled(&span, call, &settlement.value, true, None, redactor);
         }
     }
 }

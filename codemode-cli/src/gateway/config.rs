@@ -184,6 +184,28 @@ const TOML_TOP_KEYS: [&str; 8] =
 const TOML_SERVER_KEYS: [&str; 7] = ["command", "args", "env", "url", "startup", "deny", "direct"];
 
 impl GatewayConfig {
+    /// What the gateway redacts in everything recorded for people, besides the built-in token shapes: the
+    /// configured `redact_patterns`, and every stdio server's `env` value as a secret (the tokens it hands its
+    /// servers).
+    ///
+    /// # Errors
+    ///
+    /// A pattern does not compile (`parse` refuses such a file first).
+    pub fn redactor(&self) -> Result<codemode::Redactor, String> {
+        let mut redactor = codemode::Redactor::new();
+        for pattern in &self.telemetry.redact_patterns {
+            redactor = redactor.pattern(pattern).map_err(|e| format!("[telemetry] redact_patterns: {e}"))?;
+        }
+        for server in self.servers.values() {
+            if let Transport::Stdio { env, .. } = &server.transport {
+                for value in env.values() {
+                    redactor = redactor.secret(value.clone());
+                }
+            }
+        }
+        Ok(redactor)
+    }
+
     /// Reads and checks a config file. `.json` files (or any file whose first non-blank character is `{`) are read
     /// as desktop-client JSON, everything else as TOML.
     ///

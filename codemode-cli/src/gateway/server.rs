@@ -99,7 +99,7 @@ impl Gateway {
             builder = builder.store(Arc::new(pg));
         }
         let code_mode = builder
-            .redactor(redactor(config)?)
+            .redactor(upstream.redactor().clone())
             .limits(config.limits.clone())
             .tools(definitions)
             .host(host)
@@ -400,26 +400,9 @@ impl ServerHandler for GatewayServer {
         let name = request.name.clone();
         let response =
             self.gateway.call(request, &context.meta, scope, approvals, cancelled).instrument(span.clone()).await;
-        server_span_end(&span, &name, started, &response);
+        server_span_end(&span, &name, started, &response, self.gateway.upstream.redactor());
         response
     }
-}
-
-/// What redaction masks besides token shapes: the configured patterns, and every upstream server's `env` value (the
-/// tokens the gateway hands its servers).
-fn redactor(config: &GatewayConfig) -> Result<codemode::Redactor, Error> {
-    let mut redactor = codemode::Redactor::new();
-    for pattern in &config.telemetry.redact_patterns {
-        redactor = redactor.pattern(pattern).map_err(|e| Error::Engine(format!("[telemetry] redact_patterns: {e}")))?;
-    }
-    for server in config.servers.values() {
-        if let super::Transport::Stdio { env, .. } = &server.transport {
-            for value in env.values() {
-                redactor = redactor.secret(value.clone());
-            }
-        }
-    }
-    Ok(redactor)
 }
 
 /// The SERVER span of one `tools/call` from the client (MCP semantic conventions), continuing the client's trace
@@ -462,6 +445,7 @@ fn server_span_end(
     tool: &str,
     started: Option<std::time::Instant>,
     response: &Result<CallToolResponse, ErrorData>,
+    redactor: &codemode::Redactor,
 ) {
     let Some(started) = started else { return };
     let failure = match response {
@@ -479,7 +463,7 @@ fn server_span_end(
         Err(e) => Some((e.code.0.to_string(), e.message.to_string())),
     };
     if let Some((kind, message)) = &failure {
-        crate::telemetry::record_error(span, kind, message);
+        crate::telemetry::record_error(span, kind, message, redactor);
     }
     tracing::event!(
         target: codemode_telemetry::otel::TARGET,

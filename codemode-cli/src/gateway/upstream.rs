@@ -59,6 +59,8 @@ pub struct UpstreamManager {
     servers: BTreeMap<String, Arc<Upstream>>,
     /// Servers that failed at start, with the reason; they offer no tools.
     unavailable: BTreeMap<String, String>,
+    /// What the gateway redacts in everything recorded for people ([`GatewayConfig::redactor`]).
+    redactor: codemode::Redactor,
 }
 
 impl std::fmt::Debug for UpstreamManager {
@@ -107,7 +109,8 @@ impl UpstreamManager {
                 }
             }
         }
-        Ok(UpstreamManager { servers, unavailable })
+        let redactor = config.redactor().map_err(Error::Engine)?;
+        Ok(UpstreamManager { servers, unavailable, redactor })
     }
 
     /// The tools of every available server as catalog definitions (`source: mcp`), denied tools left out.
@@ -201,8 +204,13 @@ impl UpstreamManager {
         }
         .instrument(span.clone())
         .await;
-        client_span_end(&span, tool, started, &called);
+        client_span_end(&span, tool, started, &called, &self.redactor);
         called
+    }
+
+    /// What the gateway redacts in everything recorded for people: the engine's records and the spans.
+    pub fn redactor(&self) -> &codemode::Redactor {
+        &self.redactor
     }
 
     /// Closes every connection and stops every upstream process.
@@ -346,6 +354,7 @@ fn client_span_end(
     tool: &str,
     started: Option<std::time::Instant>,
     called: &Result<CallToolResult, ToolError>,
+    redactor: &codemode::Redactor,
 ) {
     let Some(started) = started else { return };
     let failure = match called {
@@ -357,7 +366,7 @@ fn client_span_end(
         Err(e) => Some((e.code.as_str().to_owned(), e.message.clone())),
     };
     if let Some((kind, message)) = &failure {
-        crate::telemetry::record_error(span, kind, message);
+        crate::telemetry::record_error(span, kind, message, redactor);
     }
     tracing::event!(
         target: codemode_telemetry::otel::TARGET,
