@@ -77,8 +77,8 @@ impl AuthFront {
         };
         if let Err(limited) = self.limits.admit_request(&principal.key) {
             let description = format!(
-                "principal {:?} is over its rate of {} requests per minute; retry after {} s",
-                principal.name, limited.per_minute, limited.retry_after_s
+                "principal {:?} is over its rate of {}; retry after {} s",
+                principal.name, limited.rate, limited.retry_after_s
             );
             let mut response = json_response(
                 StatusCode::TOO_MANY_REQUESTS,
