@@ -34,8 +34,8 @@ struct Replica {
 }
 
 impl Replica {
-    async fn start(config: &Path, sessionless: bool) -> Replica {
-        let gateway = HttpGateway::start(config).await;
+    async fn start(config: &Path, args: &[&str], sessionless: bool) -> Replica {
+        let gateway = HttpGateway::start_with(config, args).await;
         let client = if sessionless { Some(sessionless_client(&gateway.url).await) } else { None };
         Replica { gateway, client }
     }
@@ -120,19 +120,26 @@ impl Fleet {
         let ledger = dir.path().join("ledger.txt");
         std::fs::write(&ledger, "").expect("ledger");
         let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ledger.mjs");
-        let config = dir.path().join("gateway.toml");
         let auth_table = auth.map(|a| format!("[auth]\n{a}\n")).unwrap_or_default();
-        let text = format!(
-            "[limits]\n{limits}\n\n[store]\nurl = {url:?}\n{store}\n\n{auth_table}\n[servers.ledger]\ncommand = \
-             \"node\"\nargs = [{server:?}]\nenv = {{ LEDGER = {ledger:?} }}\n",
-            server = server.display().to_string(),
-            ledger = ledger.display().to_string(),
-        );
-        std::fs::write(&config, text).expect("config");
+        let config = |store_url: &str, name: &str| {
+            let text = format!(
+                "[limits]\n{limits}\n\n[store]\nurl = {store_url:?}\n{store}\n\n{auth_table}\n[servers.ledger]\n\
+                 command = \"node\"\nargs = [{server:?}]\nenv = {{ LEDGER = {ledger:?} }}\n",
+                server = server.display().to_string(),
+                ledger = ledger.display().to_string(),
+            );
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).expect("config");
+            path
+        };
+        // A names the database in `[store] url`; B's file names one that does not exist, and B's `--store` (which
+        // overrides it and keeps the table's other keys) names the real one.
+        let config_a = config(&url, "a.toml");
+        let config_b = config("postgres://nobody@127.0.0.1:1/not_this_one", "b.toml");
         // Started one after the other: the second finds the schema the first created (concurrent starts are the
         // store's own test).
-        let a = Replica::start(&config, auth.is_none()).await;
-        let b = Replica::start(&config, auth.is_none()).await;
+        let a = Replica::start(&config_a, &[], auth.is_none()).await;
+        let b = Replica::start(&config_b, &["--store", &url], auth.is_none()).await;
         Fleet { a, b, url, ledger, _dir: dir }
     }
 

@@ -88,6 +88,11 @@ impl HttpGateway {
     /// test's output) from then on, so upstream logs cannot block it. Installs the TLS provider this process's HTTP
     /// clients need.
     pub async fn start(config: &Path) -> HttpGateway {
+        HttpGateway::start_with(config, &[]).await
+    }
+
+    /// [`HttpGateway::start`] with more command-line arguments after `--http`.
+    pub async fn start_with(config: &Path, args: &[&str]) -> HttpGateway {
         use tokio::io::AsyncBufReadExt;
         tls();
         let mut process = tokio::process::Command::new(env!("CARGO_BIN_EXE_codemode"))
@@ -96,6 +101,7 @@ impl HttpGateway {
             .arg(config)
             .arg("--http")
             .arg("127.0.0.1:0")
+            .args(args)
             .stdin(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(true)
