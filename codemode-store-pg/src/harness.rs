@@ -191,3 +191,52 @@ pub async fn run_row(url: &str, run_id: &str) -> Result<Option<RunRow>, String> 
     let _ = driver.await;
     Ok(rows.first().map(|r| RunRow { lease_holder: r.get(0), expires_at_ms: r.get(1), generation: r.get(2) }))
 }
+
+/// Runs one statement on the store at `url` and returns the rows it changed.
+async fn change(url: &str, what: &str, sql: &str, run_id: &str) -> Result<u64, String> {
+    let (client, connection) =
+        tokio_postgres::connect(url, tokio_postgres::NoTls).await.map_err(|e| format!("cannot reach {url}: {e}"))?;
+    let driver = tokio::spawn(connection);
+    let changed = client.execute(sql, &[&run_id]).await.map_err(|e| format!("{what} {run_id}: {e}"))?;
+    drop(client);
+    let _ = driver.await;
+    Ok(changed)
+}
+
+/// Ends the lease on `run_id` now, as if its holder had stopped renewing it longer than the lease ago (a test's way
+/// to reach "the lease expired" without waiting for it); `false` when no replica held the run.
+///
+/// # Errors
+///
+/// The database could not be reached or written.
+pub async fn expire_lease(url: &str, run_id: &str) -> Result<bool, String> {
+    let sql = "UPDATE codemode_runs SET lease_until = 0 WHERE run_id = $1 AND lease_holder IS NOT NULL";
+    change(url, "expiring the lease of run", sql, run_id).await.map(|n| n == 1)
+}
+
+/// Moves `run_id`'s expiry to the epoch, as if its TTL had run out (the next claim or sweep on any replica deletes
+/// it); `false` when there is no such run.
+///
+/// # Errors
+///
+/// The database could not be reached or written.
+pub async fn expire_run(url: &str, run_id: &str) -> Result<bool, String> {
+    let sql = "UPDATE codemode_runs SET expires_at = 0 WHERE run_id = $1";
+    change(url, "expiring run", sql, run_id).await.map(|n| n == 1)
+}
+
+/// The first column of what `sql` returns on the store at `url`, as text (for tests that check what the store keeps
+/// and under which key).
+///
+/// # Errors
+///
+/// The database could not be reached, or the query failed or returned something other than text.
+pub async fn column(url: &str, sql: &str) -> Result<Vec<String>, String> {
+    let (client, connection) =
+        tokio_postgres::connect(url, tokio_postgres::NoTls).await.map_err(|e| format!("cannot reach {url}: {e}"))?;
+    let driver = tokio::spawn(connection);
+    let rows = client.query(sql, &[]).await.map_err(|e| format!("{sql}: {e}"))?;
+    drop(client);
+    let _ = driver.await;
+    rows.iter().map(|r| r.try_get::<_, String>(0).map_err(|e| format!("{sql}: {e}"))).collect()
+}

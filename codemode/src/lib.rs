@@ -361,7 +361,12 @@ impl CodeModeBuilder {
             activity: self.activity,
         });
         codemode_run::start_sweeper(&inner, self.live_window.unwrap_or(DEFAULT_LIVE_WINDOW));
-        codemode_run::start_listener(&inner);
+        // Only a store given with `store` can change under this process (another engine or replica shares it); a
+        // local fleet's wake-ups are this engine's own parks and finishes, which the listener would look up and
+        // ignore at the cost of waking a runtime thread twice per suspend and resume.
+        if shared {
+            codemode_run::start_listener(&inner);
+        }
         let per_run =
             Arc::new(PerRun { tools: self.tools, options, pool: pool_config, recent: Mutex::new(Vec::new()) });
         Ok(CodeMode { inner, per_run })

@@ -127,6 +127,9 @@ pub struct AuthSettings {
     /// `requests_per_minute`: HTTP requests one principal may make per minute (a bucket of that many, refilled
     /// evenly over the minute).
     pub requests_per_minute: Option<u32>,
+    /// `requests_per_hour`: the same over an hour (a bucket of that many, refilled evenly over the hour); at most
+    /// one of the two is set.
+    pub requests_per_hour: Option<u32>,
 }
 
 /// Where the keys that sign access tokens come from.
@@ -158,7 +161,7 @@ pub struct JwtSettings {
 /// The signature algorithms `[auth] algorithms` may name.
 pub const JWT_ALGORITHMS: [&str; 9] = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA"];
 const DEFAULT_JWT_ALGORITHMS: [&str; 3] = ["RS256", "ES256", "EdDSA"];
-const AUTH_KEYS: [&str; 12] = [
+const AUTH_KEYS: [&str; 13] = [
     "tokens_file",
     "issuers",
     "audience",
@@ -171,6 +174,7 @@ const AUTH_KEYS: [&str; 12] = [
     "required_scopes",
     "max_concurrent_runs",
     "requests_per_minute",
+    "requests_per_hour",
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -779,13 +783,22 @@ impl Checker<'_> {
         let resource = resource.or_else(|| {
             jwt.as_ref().map(|j| j.audience.clone()).filter(|a| a.starts_with("https://") || a.starts_with("http://"))
         });
+        let (requests_per_minute, requests_per_hour) = (count("requests_per_minute")?, count("requests_per_hour")?);
+        if requests_per_minute.is_some() && requests_per_hour.is_some() {
+            return Err(self.err(
+                "auth.requests_per_hour",
+                "is set together with `requests_per_minute`; a principal has one request rate",
+                "keep one of `requests_per_minute` and `requests_per_hour`",
+            ));
+        }
         Ok(AuthSettings {
             tokens_file,
             jwt,
             resource,
             required_scopes,
             max_concurrent_runs: count("max_concurrent_runs")?,
-            requests_per_minute: count("requests_per_minute")?,
+            requests_per_minute,
+            requests_per_hour,
         })
     }
 

@@ -31,7 +31,7 @@ use super::Error;
 use super::approve::{self, Channel, Pending, StateSeal};
 use super::auth::Principal;
 use super::auth::http::AuthFront;
-use super::auth::limits::PrincipalLimits;
+use super::auth::limits::{PrincipalLimits, RequestRate};
 use super::config::GatewayConfig;
 use super::upstream::UpstreamManager;
 
@@ -130,7 +130,9 @@ impl Gateway {
         };
         let limits = config.auth.as_ref().map(|auth| {
             Arc::new(PrincipalLimits::new(
-                auth.requests_per_minute,
+                auth.requests_per_minute
+                    .map(RequestRate::per_minute)
+                    .or(auth.requests_per_hour.map(RequestRate::per_hour)),
                 auth.max_concurrent_runs,
                 Arc::new(codemode::snapshot::SystemClock),
             ))

@@ -77,8 +77,8 @@ impl AuthFront {
         };
         if let Err(limited) = self.limits.admit_request(&principal.key) {
             let description = format!(
-                "principal {:?} is over its rate of {} requests per minute; retry after {} s",
-                principal.name, limited.per_minute, limited.retry_after_s
+                "principal {:?} is over its rate of {}; retry after {} s",
+                principal.name, limited.rate, limited.retry_after_s
             );
             let mut response = json_response(
                 StatusCode::TOO_MANY_REQUESTS,
@@ -251,5 +251,47 @@ mod tests {
     #[test]
     fn descriptions_are_made_quotable() {
         assert_eq!(quotable("kid \"a\\b\" é"), "kid 'a/b' ?");
+    }
+
+    #[tokio::test]
+    async fn the_token_stops_at_the_front_and_only_the_principal_goes_on() {
+        use sha2::Digest as _;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("tokens.txt");
+        let digest = hex::encode(sha2::Sha256::digest(b"alice-token"));
+        std::fs::write(&file, format!("alice sha256:{digest}\n")).expect("tokens file");
+        let settings = crate::gateway::config::AuthSettings {
+            tokens_file: Some(file),
+            jwt: None,
+            resource: None,
+            required_scopes: Vec::new(),
+            max_concurrent_runs: None,
+            requests_per_minute: None,
+            requests_per_hour: None,
+        };
+        let clock = Arc::new(codemode::snapshot::ManualClock::new(0));
+        let auth = Arc::new(Authenticator::new(&settings, clock.clone()).await.expect("authenticator"));
+        let limits = Arc::new(PrincipalLimits::new(None, None, clock));
+        let front = AuthFront::new(auth, limits, Some("https://gw.test/mcp".into()), Vec::new(), Vec::new());
+        let request = Request::builder()
+            .method(Method::POST)
+            .uri("/mcp")
+            .header("authorization", "Bearer alice-token")
+            .header("x-request-id", "kept")
+            .body(())
+            .expect("request");
+        let seen = Arc::new(Mutex::new(None));
+        let behind = seen.clone();
+        let response = front
+            .serve(request, |r| async move {
+                *behind.lock().expect("lock") = Some((r.headers().clone(), r.extensions().get::<Principal>().cloned()));
+                json_response(StatusCode::OK, &json!({}))
+            })
+            .await;
+        assert_eq!(response.status(), StatusCode::OK);
+        let (headers, principal) = seen.lock().expect("lock").take().expect("the request went on");
+        assert!(headers.get("authorization").is_none(), "the token never reaches the MCP handler: {headers:?}");
+        assert_eq!(headers["x-request-id"], "kept");
+        assert_eq!(principal.map(|p| p.key), Some("token:alice".to_owned()));
     }
 }

@@ -1,5 +1,6 @@
-//! Per-principal limits, in force only with `[auth]`: a request rate (a bucket of `requests_per_minute` requests,
-//! refilled evenly over a minute) and the number of `exec`/`wait` calls in progress (`max_concurrent_runs`).
+//! Per-principal limits, in force only with `[auth]`: a request rate (a bucket of `requests_per_minute` requests
+//! refilled evenly over a minute, or of `requests_per_hour` over an hour) and the number of `exec`/`wait` calls in
+//! progress (`max_concurrent_runs`).
 //!
 //! Time comes from a [`Clock`], so tests move it by hand. Invariant: a run permit is given back when it is
 //! dropped, however the call ends (answered, failed, cancelled).
@@ -10,8 +11,43 @@ use std::sync::{Arc, Mutex, PoisonError};
 use codemode::snapshot::Clock;
 
 const MINUTE_MS: u64 = 60_000;
+const HOUR_MS: u64 = 60 * MINUTE_MS;
 
-/// A principal's request bucket: one request is `MINUTE_MS` units.
+/// How many requests a principal may send per period.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RequestRate {
+    /// Requests per period, also the bucket's size.
+    pub requests: u32,
+    /// The period (ms) over which a full bucket refills.
+    pub period_ms: u64,
+}
+
+impl RequestRate {
+    /// `requests` a minute.
+    pub fn per_minute(requests: u32) -> Self {
+        RequestRate { requests, period_ms: MINUTE_MS }
+    }
+
+    /// `requests` an hour.
+    pub fn per_hour(requests: u32) -> Self {
+        RequestRate { requests, period_ms: HOUR_MS }
+    }
+}
+
+impl std::fmt::Display for RequestRate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let period = if self.period_ms == HOUR_MS {
+            "hour".to_owned()
+        } else if self.period_ms == MINUTE_MS {
+            "minute".to_owned()
+        } else {
+            format!("{} ms", self.period_ms)
+        };
+        write!(f, "{} requests per {period}", self.requests)
+    }
+}
+
+/// A principal's request bucket: one request is `period_ms` units.
 #[derive(Clone, Copy, Debug)]
 struct Bucket {
     units: u64,
@@ -20,7 +56,7 @@ struct Bucket {
 
 /// The limits of every principal.
 pub struct PrincipalLimits {
-    requests_per_minute: Option<u32>,
+    rate: Option<RequestRate>,
     max_concurrent_runs: Option<u32>,
     clock: Arc<dyn Clock>,
     buckets: Mutex<HashMap<String, Bucket>>,
@@ -30,7 +66,7 @@ pub struct PrincipalLimits {
 impl std::fmt::Debug for PrincipalLimits {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PrincipalLimits")
-            .field("requests_per_minute", &self.requests_per_minute)
+            .field("rate", &self.rate)
             .field("max_concurrent_runs", &self.max_concurrent_runs)
             .finish()
     }
@@ -42,7 +78,7 @@ pub struct RateLimited {
     /// Whole seconds to wait (at least 1), the `Retry-After` header.
     pub retry_after_s: u64,
     /// The configured rate.
-    pub per_minute: u32,
+    pub rate: RequestRate,
 }
 
 /// A run refused because the principal has `max` in progress.
@@ -73,14 +109,8 @@ impl Drop for RunPermit {
 
 impl PrincipalLimits {
     /// Limits with these bounds (`None`: unbounded).
-    pub fn new(requests_per_minute: Option<u32>, max_concurrent_runs: Option<u32>, clock: Arc<dyn Clock>) -> Self {
-        PrincipalLimits {
-            requests_per_minute,
-            max_concurrent_runs,
-            clock,
-            buckets: Mutex::default(),
-            runs: Arc::default(),
-        }
+    pub fn new(rate: Option<RequestRate>, max_concurrent_runs: Option<u32>, clock: Arc<dyn Clock>) -> Self {
+        PrincipalLimits { rate, max_concurrent_runs, clock, buckets: Mutex::default(), runs: Arc::default() }
     }
 
     /// Counts one request of `principal` (its owner key).
@@ -89,23 +119,23 @@ impl PrincipalLimits {
     ///
     /// [`RateLimited`] when the principal's bucket is empty; the request is not counted.
     pub fn admit_request(&self, principal: &str) -> Result<(), RateLimited> {
-        let Some(per_minute) = self.requests_per_minute else { return Ok(()) };
-        // One request is MINUTE_MS units and the bucket gains `per_minute` units a millisecond: `per_minute`
-        // requests a minute, in whole numbers.
-        let rate = u64::from(per_minute);
-        let capacity = rate * MINUTE_MS;
+        let Some(configured) = self.rate else { return Ok(()) };
+        // One request is `period_ms` units and the bucket gains `requests` units a millisecond: `requests` requests
+        // a period, in whole numbers.
+        let (rate, unit) = (u64::from(configured.requests), configured.period_ms);
+        let capacity = rate * unit;
         let now = self.clock.now_ms();
         let mut buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
         let bucket = buckets.entry(principal.to_owned()).or_insert(Bucket { units: capacity, at_ms: now });
         let refill = now.saturating_sub(bucket.at_ms).saturating_mul(rate);
         bucket.units = bucket.units.saturating_add(refill).min(capacity);
         bucket.at_ms = now;
-        if bucket.units >= MINUTE_MS {
-            bucket.units -= MINUTE_MS;
+        if bucket.units >= unit {
+            bucket.units -= unit;
             return Ok(());
         }
-        let missing_ms = (MINUTE_MS - bucket.units).div_ceil(rate);
-        Err(RateLimited { retry_after_s: missing_ms.div_ceil(1000).max(1), per_minute })
+        let missing_ms = (unit - bucket.units).div_ceil(rate);
+        Err(RateLimited { retry_after_s: missing_ms.div_ceil(1000).max(1), rate: configured })
     }
 
     /// Starts one `exec`/`wait` call of `principal`.
@@ -135,11 +165,14 @@ mod tests {
     #[test]
     fn the_request_bucket_empties_and_refills_with_the_clock() {
         let clock = Arc::new(ManualClock::new(1_000_000));
-        let limits = PrincipalLimits::new(Some(3), None, clock.clone());
+        let limits = PrincipalLimits::new(Some(RequestRate::per_minute(3)), None, clock.clone());
         for _ in 0..3 {
             limits.admit_request("jwt:alice").expect("within the burst");
         }
-        assert_eq!(limits.admit_request("jwt:alice"), Err(RateLimited { retry_after_s: 20, per_minute: 3 }));
+        assert_eq!(
+            limits.admit_request("jwt:alice"),
+            Err(RateLimited { retry_after_s: 20, rate: RequestRate::per_minute(3) })
+        );
         limits.admit_request("jwt:bob").expect("each principal has its own bucket");
         clock.advance(19_999);
         assert!(limits.admit_request("jwt:alice").is_err(), "one request takes 20 s to come back");
@@ -151,6 +184,22 @@ mod tests {
             limits.admit_request("jwt:alice").expect("a full bucket, never more");
         }
         assert!(limits.admit_request("jwt:alice").is_err());
+    }
+
+    #[test]
+    fn an_hourly_rate_refills_over_the_hour() {
+        let clock = Arc::new(ManualClock::new(5_000));
+        let limits = PrincipalLimits::new(Some(RequestRate::per_hour(2)), None, clock.clone());
+        limits.admit_request("token:a").expect("first");
+        limits.admit_request("token:a").expect("second");
+        let refused = limits.admit_request("token:a").unwrap_err();
+        assert_eq!(refused, RateLimited { retry_after_s: 1_800, rate: RequestRate::per_hour(2) });
+        assert_eq!(refused.rate.to_string(), "2 requests per hour");
+        clock.advance(30 * MINUTE_MS - 1);
+        assert!(limits.admit_request("token:a").is_err(), "one request takes half an hour to come back");
+        clock.advance(1);
+        limits.admit_request("token:a").expect("refilled");
+        assert!(limits.admit_request("token:a").is_err());
     }
 
     #[test]

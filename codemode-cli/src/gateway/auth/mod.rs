@@ -223,6 +223,7 @@ mod tests {
             required_scopes: Vec::new(),
             max_concurrent_runs: None,
             requests_per_minute: None,
+            requests_per_hour: None,
         };
         let auth = Authenticator::new(&settings, Arc::new(codemode::snapshot::SystemClock)).await.expect("auth");
         let alice = auth.authenticate("alice").await.expect("alice's token");

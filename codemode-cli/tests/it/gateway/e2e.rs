@@ -211,37 +211,10 @@ async fn gateway_survives_an_upstream_killed_mid_run() {
 
 #[tokio::test]
 async fn streamable_http_on_loopback_serves_exec() {
-    use tokio::io::AsyncBufReadExt;
-
     let (_dir, config) = fixture("timeoutMs = 10000", "");
-    let mut gateway = tokio::process::Command::new(env!("CARGO_BIN_EXE_codemode"))
-        .arg("mcp")
-        .arg("--config")
-        .arg(&config)
-        .arg("--http")
-        .arg("127.0.0.1:0")
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the codemode binary starts");
-    let stderr = gateway.stderr.take().expect("piped stderr");
-    let mut lines = tokio::io::BufReader::new(stderr).lines();
-    let url = tokio::time::timeout(Duration::from_secs(60), async {
-        while let Some(line) = lines.next_line().await.expect("read stderr") {
-            if let Some(url) = line.split("serving Streamable HTTP at ").nth(1) {
-                return url.trim().to_owned();
-            }
-        }
-        panic!("the gateway exited without serving HTTP");
-    })
-    .await
-    .expect("the gateway listens within a minute");
-    // Keep draining stderr so upstream logs cannot block the gateway.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-
+    let mut gateway = super::HttpGateway::start(&config).await;
     super::tls();
-    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str());
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(gateway.url.as_str());
     let info = ClientConfig::new(ClientCapabilities::default(), Implementation::new("gateway-e2e-http", "0"));
     let client = info.serve(transport).await.expect("MCP handshake over HTTP");
     let tools = client.list_all_tools().await.expect("tools/list");
@@ -256,7 +229,7 @@ async fn streamable_http_on_loopback_serves_exec() {
     let result = result_value(&client.call_tool(params).await.expect("tools/call over HTTP"));
     assert_eq!(completed(&result), "Echo: over http");
     drop(client);
-    gateway.kill().await.expect("stop the gateway");
+    gateway.process.kill().await.expect("stop the gateway");
 }
 
 #[tokio::test]

@@ -1,82 +1,55 @@
 //! A fleet: two `codemode mcp --http` processes on one PostgreSQL database (the harness's throwaway server), driven
-//! by rmcp's own client over the sessionless revision, which sends each request to whichever replica it likes.
+//! by rmcp's own client over the sessionless revision, which sends each request to whichever replica it likes; and
+//! the same fleet with `[auth]`, where MCP sessions of one principal share its runs, values and result references
+//! across replicas and another principal sees none of them.
 //!
 //! The upstream is `tests/fixtures/ledger.mjs`, whose one tool appends its id to a ledger file shared by both
-//! replicas' copies of it, so the ledger proves that no call ran twice. Timing comes from configuration (`[store]`
-//! lease and TTL, `timeoutMs`) and from watching the database, never from sleeping.
+//! replicas' copies of it, so the ledger proves that no call ran twice. Time never decides an outcome: leases and
+//! TTLs run out when the test says so (the harness moves them into the past in the database), and the test waits
+//! for states of the fleet (the ledger, a row), never for a duration.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use codemode_store_pg::harness;
+use jsonwebtoken::Algorithm;
 use rmcp::RoleClient;
+use rmcp::ServiceExt;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation, MetaObject,
     ProtocolVersion, RequestMetaObject,
 };
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RunningService};
 use serde_json::{Value, json};
+use sha2::Digest as _;
 
-use super::kill;
+use super::auth::{AUDIENCE, ISSUER, UNKNOWN_RUN, jwt, keys, transport};
+use super::{HttpGateway, kill};
 
-/// One replica: a gateway process serving Streamable HTTP, and a sessionless client of it.
+type Client = RunningService<RoleClient, ClientConfig>;
+
+/// One replica: a gateway process serving Streamable HTTP, and (without `[auth]`) a sessionless client of it.
 struct Replica {
-    process: tokio::process::Child,
-    client: RunningService<RoleClient, ClientConfig>,
+    gateway: HttpGateway,
+    client: Option<Client>,
 }
 
 impl Replica {
-    async fn start(config: &Path) -> Replica {
-        use tokio::io::AsyncBufReadExt;
-        let mut process = tokio::process::Command::new(env!("CARGO_BIN_EXE_codemode"))
-            .arg("mcp")
-            .arg("--config")
-            .arg(config)
-            .arg("--http")
-            .arg("127.0.0.1:0")
-            .stdin(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("the codemode binary starts");
-        let stderr = process.stderr.take().expect("piped stderr");
-        let mut lines = tokio::io::BufReader::new(stderr).lines();
-        let url = tokio::time::timeout(Duration::from_secs(60), async {
-            while let Some(line) = lines.next_line().await.expect("read stderr") {
-                if let Some(url) = line.split("serving Streamable HTTP at ").nth(1) {
-                    return url.trim().to_owned();
-                }
-                eprintln!("gateway: {line}");
-            }
-            panic!("the gateway exited without serving HTTP");
-        })
-        .await
-        .expect("the gateway listens within a minute");
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str());
-        let version = ProtocolVersion::V_2026_07_28;
-        let info = ClientConfig::new(ClientCapabilities::default(), Implementation::new("fleet", "0"))
-            .with_protocol_version(version.clone());
-        let lifecycle = ClientLifecycleMode::Discover { preferred_versions: vec![version] };
-        let client = info.serve_with_lifecycle(transport, lifecycle).await.expect("server/discover over HTTP");
-        Replica { process, client }
+    async fn start(config: &Path, args: &[&str], sessionless: bool) -> Replica {
+        let gateway = HttpGateway::start_with(config, args).await;
+        let client = if sessionless { Some(sessionless_client(&gateway.url).await) } else { None };
+        Replica { gateway, client }
+    }
+
+    fn client(&self) -> &Client {
+        self.client.as_ref().expect("a fleet without [auth] has a sessionless client per replica")
     }
 
     fn pid(&self) -> u32 {
-        self.process.id().expect("the gateway runs")
+        self.gateway.pid()
     }
 
     async fn call(&self, tool: &str, args: Value, key: Option<&str>) -> Value {
-        let Value::Object(args) = args else { panic!("tool arguments are an object") };
-        let mut params = CallToolRequestParams::new(tool.to_owned());
-        params.arguments = Some(args);
-        if let Some(key) = key {
-            let mut meta = serde_json::Map::new();
-            meta.insert("codemode/idempotencyKey".into(), json!(key));
-            params.meta = Some(RequestMetaObject(MetaObject(meta)));
-        }
-        let result: CallToolResult = self.client.call_tool(params).await.expect("the gateway answers tools/call");
-        result.structured_content.expect("a CodeModeResult")
+        call_with_key(self.client(), tool, args, key).await
     }
 
     async fn exec(&self, code: &str) -> Value {
@@ -86,6 +59,43 @@ impl Replica {
     async fn wait(&self, run_id: &str) -> Value {
         self.call("wait", json!({ "runId": run_id }), None).await
     }
+
+    /// A new MCP session (the stateful revision) carrying a bearer token, for a fleet with `[auth]`.
+    async fn session(&self, token: &str) -> Client {
+        let info = ClientConfig::new(ClientCapabilities::default(), Implementation::new("fleet-auth", "0"));
+        info.serve(transport(&self.gateway.url, token)).await.expect("MCP handshake with a bearer token")
+    }
+}
+
+/// A client of the sessionless revision (`server/discover`, no `initialize`, no session id).
+async fn sessionless_client(url: &str) -> Client {
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url);
+    let version = ProtocolVersion::V_2026_07_28;
+    let info = ClientConfig::new(ClientCapabilities::default(), Implementation::new("fleet", "0"))
+        .with_protocol_version(version.clone());
+    let lifecycle = ClientLifecycleMode::Discover { preferred_versions: vec![version] };
+    info.serve_with_lifecycle(transport, lifecycle).await.expect("server/discover over HTTP")
+}
+
+async fn call_with_key(client: &Client, tool: &str, args: Value, key: Option<&str>) -> Value {
+    let Value::Object(args) = args else { panic!("tool arguments are an object") };
+    let mut params = CallToolRequestParams::new(tool.to_owned());
+    params.arguments = Some(args);
+    if let Some(key) = key {
+        let mut meta = serde_json::Map::new();
+        meta.insert("codemode/idempotencyKey".into(), json!(key));
+        params.meta = Some(RequestMetaObject(MetaObject(meta)));
+    }
+    let result: CallToolResult = client.call_tool(params).await.expect("the gateway answers tools/call");
+    result.structured_content.expect("a CodeModeResult")
+}
+
+async fn exec_on(client: &Client, code: &str) -> Value {
+    call_with_key(client, "exec", json!({ "title": "fleet", "code": code }), None).await
+}
+
+async fn wait_on(client: &Client, run_id: &str) -> Value {
+    call_with_key(client, "wait", json!({ "runId": run_id }), None).await
 }
 
 /// Two replicas on one fresh database, with the ledger server as their upstream.
@@ -98,24 +108,38 @@ struct Fleet {
 }
 
 impl Fleet {
+    /// Two replicas with `[limits] timeoutMs`, these `[store]` lines, and no `[auth]`.
     async fn start(timeout_ms: u64, store: &str) -> Fleet {
+        Fleet::start_with(&format!("timeoutMs = {timeout_ms}"), store, None).await
+    }
+
+    /// Two replicas with these `[limits]` and `[store]` lines, and `auth` as their `[auth]` table when given.
+    async fn start_with(limits: &str, store: &str, auth: Option<&str>) -> Fleet {
         let url = harness::fresh_database().await.expect("the test PostgreSQL is available");
         let dir = tempfile::tempdir().expect("temp dir");
         let ledger = dir.path().join("ledger.txt");
         std::fs::write(&ledger, "").expect("ledger");
         let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ledger.mjs");
-        let config = dir.path().join("gateway.toml");
-        let text = format!(
-            "[limits]\ntimeoutMs = {timeout_ms}\n\n[store]\nurl = {url:?}\n{store}\n\n[servers.ledger]\ncommand = \
-             \"node\"\nargs = [{server:?}]\nenv = {{ LEDGER = {ledger:?} }}\n",
-            server = server.display().to_string(),
-            ledger = ledger.display().to_string(),
-        );
-        std::fs::write(&config, text).expect("config");
+        let auth_table = auth.map(|a| format!("[auth]\n{a}\n")).unwrap_or_default();
+        let config = |store_url: &str, name: &str| {
+            let text = format!(
+                "[limits]\n{limits}\n\n[store]\nurl = {store_url:?}\n{store}\n\n{auth_table}\n[servers.ledger]\n\
+                 command = \"node\"\nargs = [{server:?}]\nenv = {{ LEDGER = {ledger:?} }}\n",
+                server = server.display().to_string(),
+                ledger = ledger.display().to_string(),
+            );
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).expect("config");
+            path
+        };
+        // A names the database in `[store] url`; B's file names one that does not exist, and B's `--store` (which
+        // overrides it and keeps the table's other keys) names the real one.
+        let config_a = config(&url, "a.toml");
+        let config_b = config("postgres://nobody@127.0.0.1:1/not_this_one", "b.toml");
         // Started one after the other: the second finds the schema the first created (concurrent starts are the
         // store's own test).
-        let a = Replica::start(&config).await;
-        let b = Replica::start(&config).await;
+        let a = Replica::start(&config_a, &[], auth.is_none()).await;
+        let b = Replica::start(&config_b, &["--store", &url], auth.is_none()).await;
         Fleet { a, b, url, ledger, _dir: dir }
     }
 
@@ -158,23 +182,32 @@ async fn a_run_parked_on_one_replica_completes_by_a_wait_sent_to_the_other() {
 
 #[tokio::test]
 async fn two_concurrent_waits_on_two_replicas_exactly_one_resumes() {
-    let f = Fleet::start(3_000, "").await;
+    // The resumed run's slow call outlasts the test (and `timeoutMs`, 60 s, is far away): the winner never answers
+    // here, so the first wait to answer is the refused one, whichever replica won.
+    let f = Fleet::start(60_000, "").await;
     let program = r#"await yield_control("pause");
         await MCP.ledger.tick({ id: "slow", ms: 600000 });
         return "never";"#;
     let id = run_id(&f.a.exec(program).await);
-    let (on_a, on_b) = tokio::join!(f.a.wait(&id), f.b.wait(&id));
-    let refused: Vec<&Value> = [&on_a, &on_b].into_iter().filter(|r| status(r) == "failed").collect();
-    let resumed: Vec<&Value> = [&on_a, &on_b].into_iter().filter(|r| status(r) == "waiting").collect();
-    assert_eq!((refused.len(), resumed.len()), (1, 1), "{on_a}\n{on_b}");
-    assert_eq!(refused[0]["error"], "code mode run is already being resumed.", "{}", refused[0]);
-    assert_eq!(refused[0]["code"], "invalid_input");
+    let (on_a, on_b) = (f.a.wait(&id), f.b.wait(&id));
+    tokio::pin!(on_a, on_b);
+    let refused = tokio::select! {
+        refused = &mut on_a => refused,
+        refused = &mut on_b => refused,
+    };
+    assert_eq!(status(&refused), "failed", "{refused}");
+    assert_eq!(refused["error"], "code mode run is already being resumed.", "{refused}");
+    assert_eq!(refused["code"], "invalid_input");
+    until(|| f.ledger() == ["slow"]).await;
+    let row = harness::run_row(&f.url, &id).await.unwrap().expect("the run is in the store");
+    assert!(row.lease_holder.is_some(), "the winner holds the run while its slow call runs: {row:?}");
     assert_eq!(f.ledger(), ["slow"], "the slow call was dispatched once, by the replica that resumed");
 }
 
 #[tokio::test]
 async fn a_replica_killed_mid_call_loses_nothing_and_the_other_resumes_after_the_lease() {
-    let f = Fleet::start(4_000, "lease_ms = 1500").await;
+    // A lease of ten minutes: it runs out only when the test expires it in the database.
+    let f = Fleet::start(60_000, "lease_ms = 600000").await;
     let program = r#"await MCP.ledger.tick({ id: "one" });
         await yield_control("pause");
         let two;
@@ -185,7 +218,7 @@ async fn a_replica_killed_mid_call_loses_nothing_and_the_other_resumes_after_the
     let run = run_id(&f.a.exec(program).await);
 
     // A resumes the run (with its live worker) and calls `two`, which never answers: A holds the run's lease.
-    let peer = f.a.client.peer().clone();
+    let peer = f.a.client().peer().clone();
     let arguments = json!({ "runId": run.clone() }).as_object().cloned();
     let resume = tokio::spawn(async move {
         let mut params = CallToolRequestParams::new("wait");
@@ -200,18 +233,13 @@ async fn a_replica_killed_mid_call_loses_nothing_and_the_other_resumes_after_the
     // A's client sees its connection drop; what it reports is rmcp's business.
     let _ = resume.await;
 
-    // Until the dead replica's lease runs out, B says the run is being resumed; then B takes it over by replay.
-    let mut refusals = 0;
-    let done = loop {
-        let result = f.b.wait(&run).await;
-        if result["error"] == "code mode run is already being resumed." {
-            refusals += 1;
-            assert!(refusals < 3_000, "the lease never expired: {result}");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            continue;
-        }
-        break result;
-    };
+    // While the dead replica's lease lasts, B says the run is being resumed.
+    let held = f.b.wait(&run).await;
+    assert_eq!(held["error"], "code mode run is already being resumed.", "{held}");
+    assert_eq!(f.ledger(), ["one", "two"]);
+    // The lease runs out (the test moves it into the past): B takes the run over by replay.
+    assert!(harness::expire_lease(&f.url, &run).await.unwrap(), "the dead replica still held the run");
+    let done = f.b.wait(&run).await;
     assert_eq!(status(&done), "completed", "{done}");
     assert_eq!(done["value"], "interrupted", "the call in flight on the dead replica is interrupted, never re-run");
     assert_eq!(f.ledger(), ["one", "two", "three"], "no call ran twice");
@@ -219,11 +247,14 @@ async fn a_replica_killed_mid_call_loses_nothing_and_the_other_resumes_after_the
 
 #[tokio::test]
 async fn a_run_past_its_ttl_is_gone_on_every_replica() {
-    let f = Fleet::start(10_000, "ttl_ms = 1").await;
+    let f = Fleet::start(10_000, "ttl_ms = 600000").await;
+    let before = now_ms();
     let run = run_id(&f.a.exec(YIELDS).await);
     let row = harness::run_row(&f.url, &run).await.unwrap().expect("parked in the store");
-    // The TTL is 1 ms: once the clock has passed it (no sleep: it is a millisecond), the run is expired everywhere.
-    until(|| now_ms() > row.expires_at_ms).await;
+    assert!(row.expires_at_ms >= before + 600_000, "the configured TTL sets the expiry: {row:?}");
+    // The TTL runs out (the test moves the expiry into the past): the run is expired for every replica, the one
+    // holding its live worker included.
+    assert!(harness::expire_run(&f.url, &run).await.unwrap());
     let gone = f.b.wait(&run).await;
     assert_eq!(gone["error"], "code mode run is unavailable or expired.", "{gone}");
     assert!(harness::run_row(&f.url, &run).await.unwrap().is_none(), "B's claim deleted the expired run");
@@ -260,6 +291,87 @@ async fn an_exec_the_fleet_already_accepted_returns_that_run_instead_of_running_
     assert_eq!(f.ledger(), ["once", "one", "two", "once"]);
 }
 
+/// The `[auth]` table of an authenticated fleet: JWTs from the test issuer (alice) and a static token (bob), the
+/// tokens file written into `dir`.
+fn auth_table(dir: &Path) -> String {
+    let tokens = dir.join("tokens.txt");
+    let digest = hex::encode(sha2::Sha256::digest(BOB_TOKEN.as_bytes()));
+    std::fs::write(&tokens, format!("bob sha256:{digest}\n")).expect("tokens file");
+    format!(
+        "tokens_file = {tokens:?}\nissuers = [{ISSUER:?}]\naudience = {AUDIENCE:?}\njwks_file = {jwks:?}\n",
+        tokens = tokens.display().to_string(),
+        jwks = keys().join("jwks.json").display().to_string(),
+    )
+}
+
+const BOB_TOKEN: &str = "bob-static-token";
+
+/// Alice's access token: a JWT of the test issuer, subject `alice`.
+fn alice() -> String {
+    jwt("rsa-issuer.pem", Algorithm::RS256, "rsa-1", json!({ "sub": "alice" }))
+}
+
+/// What `results.load(id)` gives a program: `{ count }` of the value, or `{ error }` with the id written `ID`.
+fn load_result(id: &str) -> String {
+    format!(
+        "try {{ const all = await results.load({id:?}); return {{ count: all.length }}; }} \
+         catch (e) {{ return {{ error: String(e.message ?? e).replaceAll({id:?}, 'ID') }}; }}"
+    )
+}
+
+#[tokio::test]
+async fn an_authenticated_principal_resumes_its_run_from_another_session_on_the_other_replica() {
+    let tokens = tempfile::tempdir().expect("temp dir");
+    let f = Fleet::start_with("timeoutMs = 20000\nmaxOutputBytes = 2048", "", Some(&auth_table(tokens.path()))).await;
+
+    // Alice, on A: a value stored, a call, a pause; and an oversized result kept for `results.load`.
+    let alice_a = f.a.session(&alice()).await;
+    let program = r#"await store("note", "from alice");
+        await MCP.ledger.tick({ id: "one" });
+        await yield_control("half way");
+        await MCP.ledger.tick({ id: "two" });
+        return await load("note");"#;
+    let run = run_id(&exec_on(&alice_a, program).await);
+    let big = exec_on(&alice_a, "return [...Array(500).keys()].map(i => ({ i, name: 'item ' + i }));").await;
+    let reference = big["value"]["reference"]["id"].as_str().expect("a result reference").to_owned();
+    assert_eq!(f.ledger(), ["one"]);
+    // All three live in the database under alice's principal, not under her MCP session.
+    let principal = "jwt:alice";
+    assert_eq!(harness::column(&f.url, "SELECT scope FROM codemode_runs").await.unwrap(), [principal]);
+    assert_eq!(harness::column(&f.url, "SELECT session FROM codemode_sessions").await.unwrap(), [principal]);
+    assert_eq!(harness::column(&f.url, "SELECT session FROM codemode_results").await.unwrap(), [principal]);
+
+    // Bob, on B: alice's run reads exactly as a run that never existed; her value and her result are not his.
+    let bob_b = f.b.session(BOB_TOKEN).await;
+    let made_up = wait_on(&bob_b, "cm_00000000-0000-4000-8000-000000000000").await;
+    assert_eq!(made_up["error"], UNKNOWN_RUN, "{made_up}");
+    let foreign = wait_on(&bob_b, &run).await;
+    assert_eq!(
+        (&foreign["status"], &foreign["code"], &foreign["error"]),
+        (&made_up["status"], &made_up["code"], &made_up["error"]),
+        "{foreign}"
+    );
+    assert_eq!(exec_on(&bob_b, "return await load(\"note\");").await["value"], Value::Null, "{run}");
+    let unknown = format!("{}x", &reference[..reference.len() - 1]);
+    let theirs = exec_on(&bob_b, &load_result(&reference)).await;
+    let nobody = exec_on(&bob_b, &load_result(&unknown)).await;
+    assert!(theirs["value"]["error"].is_string(), "{theirs}");
+    assert_eq!(theirs["value"], nobody["value"], "alice's result reads as one that does not exist");
+    let row = harness::run_row(&f.url, &run).await.unwrap().expect("still parked");
+    assert_eq!(row.lease_holder, None, "bob's wait claimed nothing");
+
+    // Alice again, on a new MCP session on B: her value, her result and her run.
+    let alice_b = f.b.session(&alice()).await;
+    assert_eq!(exec_on(&alice_b, "return await load(\"note\");").await["value"], "from alice");
+    assert_eq!(exec_on(&alice_b, &load_result(&reference)).await["value"], json!({ "count": 500 }));
+    let done = wait_on(&alice_b, &run).await;
+    assert_eq!((status(&done), &done["value"]), ("completed", &json!("from alice")), "{done}");
+    assert_eq!(f.ledger(), ["one", "two"], "B replayed the first call from the journal, it did not run it again");
+    assert!(harness::run_row(&f.url, &run).await.unwrap().is_none(), "the finished run is gone from the store");
+    let again = wait_on(&alice_a, &run).await;
+    assert_eq!(again["error"], UNKNOWN_RUN, "finished for the whole fleet: {again}");
+}
+
 fn now_ms() -> i64 {
     let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after 1970");
     i64::try_from(since.as_millis()).expect("fits")
@@ -271,7 +383,7 @@ async fn until(ready: impl Fn() -> bool) {
         if ready() {
             return;
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     panic!("the fleet never reached the state the test waits for");
 }

@@ -12,6 +12,7 @@ mod otel;
 mod upstream;
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// The `mcp-servers/node_modules/@modelcontextprotocol` folder, or a panic that says how to install it.
 pub fn mcp_packages() -> PathBuf {
@@ -74,4 +75,67 @@ pub fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .map(|stat| !stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')))
         .unwrap_or(false)
+}
+
+/// A `codemode mcp --config <config> --http 127.0.0.1:0` process and the URL it serves, killed when dropped.
+pub struct HttpGateway {
+    pub process: tokio::process::Child,
+    /// The Streamable HTTP endpoint, `http://127.0.0.1:<port>/mcp`.
+    pub url: String,
+}
+
+impl HttpGateway {
+    /// Starts the gateway and reads the URL it prints once it listens; its stderr is drained (and echoed to the
+    /// test's output) from then on, so upstream logs cannot block it. Installs the TLS provider this process's HTTP
+    /// clients need.
+    pub async fn start(config: &Path) -> HttpGateway {
+        HttpGateway::start_with(config, &[]).await
+    }
+
+    /// [`HttpGateway::start`] with more command-line arguments after `--http`.
+    pub async fn start_with(config: &Path, args: &[&str]) -> HttpGateway {
+        use tokio::io::AsyncBufReadExt;
+        tls();
+        let mut process = tokio::process::Command::new(env!("CARGO_BIN_EXE_codemode"))
+            .arg("mcp")
+            .arg("--config")
+            .arg(config)
+            .arg("--http")
+            .arg("127.0.0.1:0")
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the codemode binary starts");
+        let stderr = process.stderr.take().expect("piped stderr");
+        let mut lines = tokio::io::BufReader::new(stderr).lines();
+        let url = tokio::time::timeout(Duration::from_secs(60), async {
+            while let Some(line) = lines.next_line().await.expect("read stderr") {
+                if let Some(url) = line.split("serving Streamable HTTP at ").nth(1) {
+                    return url.trim().to_owned();
+                }
+                eprintln!("gateway: {line}");
+            }
+            panic!("the gateway exited without serving HTTP");
+        })
+        .await
+        .expect("the gateway listens within a minute");
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                eprintln!("gateway: {line}");
+            }
+        });
+        HttpGateway { process, url }
+    }
+
+    /// The gateway's pid.
+    pub fn pid(&self) -> u32 {
+        self.process.id().expect("the gateway runs")
+    }
+
+    /// The URL without its `/mcp` path: where the well-known documents are.
+    pub fn base(&self) -> &str {
+        self.url.trim_end_matches("/mcp")
+    }
 }
