@@ -26,7 +26,19 @@ pub struct Limits {
     pub search_default_limit: u32,
     /// Largest `limit` `catalog.search` accepts (1..=50; default 50).
     pub max_search_limit: u32,
+    /// How long one `wait` may hold a run whose tool calls are still pending, waiting for something the model can
+    /// act on, in milliseconds (1..=600,000; default 25,000). Not execution time: `timeout_ms` bounds the program's
+    /// own running. The default stays below the request timeouts common MCP clients use.
+    #[serde(default = "default_max_wait_ms")]
+    pub max_wait_ms: u64,
 }
+
+fn default_max_wait_ms() -> u64 {
+    DEFAULT_MAX_WAIT_MS
+}
+
+/// The default of [`Limits::max_wait_ms`].
+pub const DEFAULT_MAX_WAIT_MS: u64 = 25_000;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -39,12 +51,13 @@ impl Default for Limits {
             snapshot_ttl_seconds: 900,
             search_default_limit: 8,
             max_search_limit: 50,
+            max_wait_ms: DEFAULT_MAX_WAIT_MS,
         }
     }
 }
 
 /// The config keys of the limits, in the order the seed lists them.
-pub const LIMIT_KEYS: [&str; 8] = [
+pub const LIMIT_KEYS: [&str; 9] = [
     "timeoutMs",
     "memoryLimitBytes",
     "maxOutputBytes",
@@ -53,6 +66,7 @@ pub const LIMIT_KEYS: [&str; 8] = [
     "snapshotTtlSeconds",
     "searchDefaultLimit",
     "maxSearchLimit",
+    "maxWaitMs",
 ];
 
 const MIB: u64 = 1024 * 1024;
@@ -87,6 +101,7 @@ impl Limits {
                 get("searchDefaultLimit", d.search_default_limit.into(), 1, max_search_limit).min(max_search_limit),
             ),
             max_search_limit: narrow(max_search_limit),
+            max_wait_ms: get("maxWaitMs", d.max_wait_ms, 1, 600_000),
         }
     }
 }

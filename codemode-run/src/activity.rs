@@ -50,7 +50,9 @@ pub(crate) struct Recorder {
     /// The current cell's activity, handed out with its result.
     cell: Activity,
     open: BTreeMap<u32, Open>,
-    hook: Option<ActivityHook>,
+    /// The hook of the current `exec` or `wait` (with the engine's), shared with the progress hooks of calls still
+    /// running from an earlier one, so their reports reach whoever waits on the run now.
+    hook: Arc<std::sync::RwLock<Option<ActivityHook>>>,
     redactor: Arc<Redactor>,
     limits: ActivityLimits,
 }
@@ -68,7 +70,7 @@ impl Recorder {
             cell: Activity::new(run_id, log.cell),
             log,
             open,
-            hook: None,
+            hook: Arc::default(),
             redactor: inner.redactor.clone(),
             limits: inner.activity.limits,
         }
@@ -84,19 +86,18 @@ impl Recorder {
             let shown = codemode_source::redact_source(source, &self.redactor);
             self.cell.source = codemode_telemetry::redact::cut(shown, self.limits.source_bytes);
         }
-        self.hook = match (inner.activity.hook.clone(), hook) {
+        let current: Option<ActivityHook> = match (inner.activity.hook.clone(), hook) {
             (Some(engine), Some(call)) => Some(Arc::new(move |event: &ActivityEvent| {
                 engine(event);
                 call(event);
             })),
             (engine, call) => engine.or(call),
         };
+        *self.hook.write().unwrap_or_else(std::sync::PoisonError::into_inner) = current;
     }
 
     fn emit(&self, event: &ActivityEvent) {
-        if let Some(hook) = &self.hook {
-            hook(event);
-        }
+        emit(&self.hook, event);
     }
 
     /// Records that `request` reached the host at `now_ms`, if it is a nested tool call (a catalog tool or an MCP
@@ -216,20 +217,24 @@ impl Recorder {
         }
     }
 
-    /// A progress hook that also sends the reports as redacted [`ActivityEvent::Progress`] events, or `base` when
-    /// nobody receives activity.
+    /// A progress hook that also sends the reports as redacted [`ActivityEvent::Progress`] events to the hook of
+    /// the run's `exec` or `wait` at the time of the report (a call started by an `exec` may report during a
+    /// later `wait`).
     pub(crate) fn progress_hook(&self, base: Option<ProgressHook>) -> Option<ProgressHook> {
-        let Some(hook) = self.hook.clone() else { return base };
+        let hook = self.hook.clone();
         let redactor = self.redactor.clone();
         let max = self.limits.preview_bytes;
         Some(Arc::new(move |report: CallProgress| {
-            hook(&ActivityEvent::Progress(CallProgressEvent {
-                run_id: report.run_id.clone(),
-                call_id: report.request_id.clone(),
-                progress: report.progress,
-                total: report.total,
-                message: report.message.as_deref().map(|m| redactor.text(m, max)),
-            }));
+            emit(
+                &hook,
+                &ActivityEvent::Progress(CallProgressEvent {
+                    run_id: report.run_id.clone(),
+                    call_id: report.request_id.clone(),
+                    progress: report.progress,
+                    total: report.total,
+                    message: report.message.as_deref().map(|m| redactor.text(m, max)),
+                }),
+            );
             if let Some(base) = &base {
                 base(report);
             }
@@ -262,5 +267,13 @@ fn effect(status: EffectStatus) -> CallEffect {
         EffectStatus::Completed => CallEffect::Completed,
         EffectStatus::Failed => CallEffect::Failed,
         _ => CallEffect::Uncertain,
+    }
+}
+
+/// Hands `event` to the current hook, if any (the lock is not held while the hook runs).
+fn emit(hook: &std::sync::RwLock<Option<ActivityHook>>, event: &ActivityEvent) {
+    let current = hook.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+    if let Some(hook) = current {
+        hook(event);
     }
 }

@@ -100,6 +100,12 @@ pub struct RunOptions {
     pub activity: Option<codemode_telemetry::ActivityHook>,
     /// Whether the result's JSON carries its activity (the library caller has it either way).
     pub activity_in_json: bool,
+    /// A `wait`'s budget: how long it may hold a run whose program waits on host work (ms); `None` holds nothing
+    /// (an `exec`, or a caller that wants the run back at its park time).
+    pub max_wait_ms: Option<u64>,
+    /// Whether each of the run's activity events restarts the wait budget: the caller turns them into progress
+    /// notifications, which keep its client's request alive.
+    pub progress_keeps_waiting: bool,
 }
 
 impl std::fmt::Debug for RunOptions {
@@ -111,6 +117,8 @@ impl std::fmt::Debug for RunOptions {
             .field("idempotency_key", &self.idempotency_key)
             .field("activity", &self.activity.is_some())
             .field("activity_in_json", &self.activity_in_json)
+            .field("max_wait_ms", &self.max_wait_ms)
+            .field("progress_keeps_waiting", &self.progress_keeps_waiting)
             .finish()
     }
 }

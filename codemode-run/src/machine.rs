@@ -4,7 +4,9 @@
 //!
 //! Invariant: every settlement sent to the worker is appended to the journal, in delivery order, before the `Settle`
 //! command is returned, so a checkpoint taken at any park replays to the same state. While a call waits for a
-//! person's approval, the deadline and the park time do not run (the seed's paused clock).
+//! person's approval, the deadline and the park time do not run (the seed's paused clock). A `wait` with a wait
+//! budget ([`RunMachine::hold`]) holds a run whose program is waiting on host work until something settles or the
+//! budget passes, instead of parking at the park time; that waiting is not charged to the execution deadline.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -115,8 +117,9 @@ enum Phase {
     Running,
     /// The cell waits for a `Settle`.
     Quiescent,
-    /// A `Collect` is out; `blocking` when it waits for a first settlement.
-    Collecting { blocking: bool },
+    /// A `Collect` is out; `blocking` when it waits for a first settlement, `held` when it waits under the wait
+    /// budget (until `hold_until_ms`, not charged to execution).
+    Collecting { blocking: bool, held: bool },
     /// Parked or finished: no command until the run is resumed.
     Stopped,
 }
@@ -194,6 +197,10 @@ pub struct RunMachine {
     last_sent: Sent,
     deadline_ms: u64,
     park_at_ms: u64,
+    /// The end of the current `wait`'s budget (epoch ms), while it holds the run; `None` for an `exec`.
+    hold_until_ms: Option<u64>,
+    /// The current `wait`'s budget (ms), by which [`RunMachine::extend_hold`] moves `hold_until_ms`.
+    hold_ms: u64,
     queue: VecDeque<Command>,
     /// Calls waiting for a person's decision, by request id: being asked, or deferred by the approver.
     pub(crate) asked: BTreeMap<u32, AskedCall>,
@@ -279,6 +286,8 @@ impl RunMachine {
             last_sent: Sent::Start,
             deadline_ms: u64::MAX,
             park_at_ms: u64::MAX,
+            hold_until_ms: None,
+            hold_ms: 0,
             queue: VecDeque::new(),
             asked: BTreeMap::new(),
             pause_since: None,
@@ -318,6 +327,8 @@ impl RunMachine {
             last_sent: Sent::Start,
             deadline_ms: u64::MAX,
             park_at_ms: u64::MAX,
+            hold_until_ms: None,
+            hold_ms: 0,
             queue: VecDeque::new(),
             asked: BTreeMap::new(),
             pause_since: None,
@@ -372,6 +383,7 @@ impl RunMachine {
     /// Begins an `exec` or a `wait` at `now_ms` with `timeout_ms` to run: sets the deadline and the park time (a
     /// margin before the deadline, unless the cell awaits its results), and answers a pending yield.
     pub fn begin(&mut self, now_ms: u64, timeout_ms: u64) {
+        self.hold_until_ms = None;
         self.deadline_ms = now_ms.saturating_add(timeout_ms);
         let margin = 250.min(timeout_ms / 2);
         self.park_at_ms = if self.await_results { NO_PARK } else { self.deadline_ms - margin };
@@ -398,6 +410,31 @@ impl RunMachine {
         if self.phase == Phase::Stopped {
             self.phase = if self.quiescent { Phase::Quiescent } else { Phase::Start };
         }
+    }
+
+    /// Gives the current `wait` (after [`begin`](Self::begin)) a wait budget of `budget_ms` from `now_ms`: while the
+    /// program waits on host work and has printed nothing new in this wait, the run is held until something settles
+    /// or the budget passes, and the time held is not charged to the deadline. `0`, or a cell that awaits its
+    /// results (it never parks anyway), holds nothing.
+    pub fn hold(&mut self, now_ms: u64, budget_ms: u64) {
+        if budget_ms > 0 && !self.await_results {
+            self.hold_until_ms = Some(now_ms.saturating_add(budget_ms));
+            self.hold_ms = budget_ms;
+        }
+    }
+
+    /// Restarts the wait budget at `now_ms` (the caller's client was just kept alive by a progress notification).
+    pub fn extend_hold(&mut self, now_ms: u64) {
+        if let Some(until) = &mut self.hold_until_ms {
+            *until = (*until).max(now_ms.saturating_add(self.hold_ms));
+        }
+    }
+
+    /// Whether a blocking collect now waits under the wait budget: one is set, reaches past the park time, and the
+    /// program printed nothing since the wait began (new output is something the model can act on, so the run goes
+    /// on to its ordinary park time).
+    fn holding(&self) -> bool {
+        self.hold_until_ms.is_some_and(|until| until > self.park_at_ms) && self.new_output.is_empty()
     }
 
     /// The cell is gone (parked without its worker, or swept): the next resume starts a fresh one and replays.
@@ -459,10 +496,15 @@ impl RunMachine {
                 // Settlements already at hand go out at once, with whatever else has finished by now; otherwise the
                 // driver waits for the first one until the park time.
                 if self.ready.is_empty() {
-                    self.phase = Phase::Collecting { blocking: true };
-                    Some(Command::Collect { until_ms: Some(self.park_at_ms), drain })
+                    let held = !drain && self.holding();
+                    self.phase = Phase::Collecting { blocking: true, held };
+                    let until_ms = match self.hold_until_ms {
+                        Some(until) if held => until,
+                        _ => self.park_at_ms,
+                    };
+                    Some(Command::Collect { until_ms: Some(until_ms), drain })
                 } else {
-                    self.phase = Phase::Collecting { blocking: false };
+                    self.phase = Phase::Collecting { blocking: false, held: false };
                     Some(Command::Collect { until_ms: None, drain })
                 }
             }
@@ -525,6 +567,11 @@ impl RunMachine {
                 if self.await_results {
                     // Waiting on host work off the VM is not charged to the execution allowance.
                     self.deadline_ms = self.deadline_ms.saturating_add(now_ms.saturating_sub(since_ms));
+                } else if let Phase::Collecting { held: true, .. } = self.phase {
+                    // Nor is the time a wait holds the run: the program is not running.
+                    let held = now_ms.saturating_sub(since_ms);
+                    self.deadline_ms = self.deadline_ms.saturating_add(held);
+                    self.park_at_ms = self.park_at_ms.saturating_add(held);
                 }
                 self.credit_pause(now_ms);
                 self.on_collected(now_ms, timed_out, idle);
@@ -733,7 +780,7 @@ impl RunMachine {
     }
 
     fn on_collected(&mut self, now_ms: u64, timed_out: bool, idle: bool) {
-        let Phase::Collecting { blocking } = self.phase else { return };
+        let Phase::Collecting { blocking, held } = self.phase else { return };
         let draining = self.outcome.is_some();
         if !blocking {
             // A program still running that is due to park parks instead; its undelivered settlements wait in the run.
@@ -750,8 +797,10 @@ impl RunMachine {
             });
             return;
         } else if self.ready.is_empty() {
-            // An approval pause moved the park time past the collect's end: keep collecting.
-            if timed_out && now_ms >= self.park_at_ms {
+            // An approval pause moved the park time past the collect's end: keep collecting. A held collect ends
+            // the wait when the wait budget passed with nothing settled.
+            let due_ms = if held { self.hold_until_ms.unwrap_or(self.park_at_ms) } else { self.park_at_ms };
+            if timed_out && now_ms >= due_ms {
                 self.phase = Phase::Stopped;
                 self.queue.push_back(Command::Park(WaitReason::PendingTools));
             } else {

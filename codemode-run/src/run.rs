@@ -66,6 +66,9 @@ pub struct LiveRun {
     activity: Recorder,
     /// The tool each nested call named, kept with the checkpoint for the spans of a replay.
     call_names: Vec<CallName>,
+    /// Pinged by each activity event of the current `wait` when progress keeps it waiting: a held collect then
+    /// restarts the wait budget.
+    kept_alive: Option<Arc<tokio::sync::Notify>>,
 }
 
 /// A decision on a call's approval, sent by the call's task to its run before the task ends.
@@ -280,6 +283,7 @@ async fn exec_run(inner: Arc<Inner>, input: ExecInput, scope: RunScope, options:
         idempotency,
         activity,
         call_names: Vec::new(),
+        kept_alive: None,
     };
     crate::trace::record_run_id(&run.run_id);
     // The run takes a place under the cap of suspended runs only when it first dispatches host work.
@@ -585,7 +589,24 @@ async fn wait_run(
     let _registered = inner.waits.register(run_id, &caller, abort_tx);
     let now_ms = inner.clock.now_ms();
     let checkpoint = resumed.checkpoint;
-    let (activity_hook, activity_in_json) = (options.activity.clone(), options.activity_in_json);
+    let (mut activity_hook, activity_in_json) = (options.activity.clone(), options.activity_in_json);
+    let max_wait_ms = options.max_wait_ms;
+    // Progress keeps the wait going: every activity event (which the caller forwards as a progress notification)
+    // restarts the wait budget.
+    let kept_alive = match (&activity_hook, options.progress_keeps_waiting && max_wait_ms.is_some()) {
+        (Some(hook), true) => {
+            let notify = Arc::new(tokio::sync::Notify::new());
+            let (hook, ping) = (hook.clone(), notify.clone());
+            let pinging: codemode_telemetry::ActivityHook =
+                Arc::new(move |event: &codemode_telemetry::ActivityEvent| {
+                    hook(event);
+                    ping.notify_one();
+                });
+            activity_hook = Some(pinging);
+            Some(notify)
+        }
+        _ => None,
+    };
     let restored = resumed.live.is_none();
     let mut run = match resumed.live {
         Some(mut run) => {
@@ -614,10 +635,12 @@ async fn wait_run(
                 idempotency: checkpoint.idempotency_key.clone(),
                 activity,
                 call_names: checkpoint.call_names.clone(),
+                kept_alive: None,
             }
         }
     };
     run.activity.begin(&inner, &run.machine.source, activity_hook, activity_in_json);
+    run.kept_alive = kept_alive;
     if restored {
         // The calls in flight in the process that parked the run settle as interrupted in this cell.
         for settlement in &run.machine.ready {
@@ -629,6 +652,9 @@ async fn wait_run(
         return aborted_during_wait(&inner, run, None).await;
     }
     run.machine.begin(now_ms, inner.limits.timeout_ms);
+    if let Some(budget_ms) = max_wait_ms {
+        run.machine.hold(now_ms, budget_ms);
+    }
     if run.worker.is_none() {
         match inner.pool.checkout() {
             Ok(mut worker) => {
@@ -1002,11 +1028,21 @@ async fn collect(inner: &Inner, run: &mut LiveRun, until_ms: Option<u64>, drain:
             let until = (until_ms != NO_PARK).then(|| {
                 tokio::time::Instant::now() + Duration::from_millis(until_ms.saturating_sub(inner.clock.now_ms()))
             });
+            let kept_alive = run.kept_alive.clone();
             loop {
                 let next = run.in_flight.join_next();
-                let joined = match until {
-                    Some(until) => tokio::time::timeout_at(until, next).await,
-                    None => Ok(next.await),
+                let joined = match (until, &kept_alive) {
+                    (Some(until), Some(kept_alive)) => tokio::select! {
+                        joined = tokio::time::timeout_at(until, next) => Some(joined),
+                        () = kept_alive.notified() => None,
+                    },
+                    (Some(until), None) => Some(tokio::time::timeout_at(until, next).await),
+                    (None, _) => Some(Ok(next.await)),
+                };
+                let Some(joined) = joined else {
+                    // The client was sent progress: the wait budget starts again, and the machine collects anew.
+                    run.machine.extend_hold(inner.clock.now_ms());
+                    break;
                 };
                 match joined {
                     Err(_) => {

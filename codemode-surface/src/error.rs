@@ -86,6 +86,15 @@ pub enum InputError {
     /// `runId` is absent or blank.
     #[error("runId is required: pass the runId of the waiting result you want to resume")]
     MissingRunId,
+    /// `maxWaitMs` of a `wait` is not a non-negative whole number.
+    #[error(
+        "maxWaitMs must be a whole number of milliseconds, 0 or more (found {found}); leave it out to wait up to the \
+         configured maximum"
+    )]
+    BadWaitBudget {
+        /// The value found, as JSON.
+        found: String,
+    },
 }
 
 impl InputError {

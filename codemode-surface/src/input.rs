@@ -52,6 +52,9 @@ pub struct ExecInput {
 pub struct WaitInput {
     /// The `runId` of a `waiting` result, trimmed.
     pub run_id: String,
+    /// How long this wait may hold a run whose tool calls are still pending (`maxWaitMs`), when given; the engine
+    /// bounds it by its `[limits] maxWaitMs`. `0` returns at the ordinary park time.
+    pub max_wait_ms: Option<u64>,
 }
 
 /// Validates a model's `exec` arguments.
@@ -106,12 +109,17 @@ pub fn parse_rewritten_exec_input(original: &Value, rewritten: &Value) -> Result
 /// [`InputError`] when the input is not an object or `runId` is missing, not a string, or blank.
 pub fn parse_wait_input(input: &Value) -> Result<WaitInput, InputError> {
     let object = input.as_object().ok_or(InputError::NotAnObject { tool: "wait", found: kind(input) })?;
-    match object.get("runId") {
-        None | Some(Value::Null) => Err(InputError::MissingRunId),
-        Some(Value::String(s)) if !s.trim().is_empty() => Ok(WaitInput { run_id: s.trim().to_owned() }),
-        Some(Value::String(_)) => Err(InputError::MissingRunId),
-        Some(other) => Err(InputError::NotAString { field: "runId", found: kind(other) }),
-    }
+    let run_id = match object.get("runId") {
+        None | Some(Value::Null) => return Err(InputError::MissingRunId),
+        Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_owned(),
+        Some(Value::String(_)) => return Err(InputError::MissingRunId),
+        Some(other) => return Err(InputError::NotAString { field: "runId", found: kind(other) }),
+    };
+    let max_wait_ms = match object.get("maxWaitMs") {
+        None | Some(Value::Null) => None,
+        Some(value) => Some(value.as_u64().ok_or_else(|| InputError::BadWaitBudget { found: value.to_string() })?),
+    };
+    Ok(WaitInput { run_id, max_wait_ms })
 }
 
 fn parse_title(title: Option<&Value>) -> Result<String, InputError> {

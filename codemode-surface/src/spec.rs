@@ -110,7 +110,13 @@ pub fn wait_schema() -> Value {
     json!({
         "type": "object",
         "properties": {
-            "runId": { "type": "string", "description": "The runId of the waiting result to resume." }
+            "runId": { "type": "string", "description": "The runId of the waiting result to resume." },
+            "maxWaitMs": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "Leave it out. How long to wait for pending tools before returning waiting again, in ms; \
+                                capped by the server's maximum."
+            }
         },
         "required": ["runId"]
     })
@@ -118,8 +124,9 @@ pub fn wait_schema() -> Value {
 
 /// What the model reads about `wait`.
 pub const WAIT_DESCRIPTION: &str = "Resume a code mode run whose exec or wait result has status \"waiting\", using \
-its top-level runId. Returns the same result as exec: completed, failed or waiting again. Only for waiting results; \
-a background process sessionId is not a runId.";
+its top-level runId. While its tool calls are pending, one wait blocks until the run completes, fails, yields or \
+prints, so do not call it in a loop. Returns the same result as exec: completed, failed or waiting again. Only for \
+waiting results; a background process sessionId is not a runId.";
 
 /// What the model reads about `exec`: how to write a cell, the effective limits, then the quick index.
 ///
@@ -151,7 +158,8 @@ gives exact types.
 across cells.
 - setTimeout and clearTimeout work; `await yield_control(reason)` pauses and returns status \"waiting\".
 - `-> ?` means unknown output: return that call's raw value and compose in a later cell; never guess its fields.
-The result has status completed, waiting or failed; for waiting, call wait with its runId.
+The result has status completed, waiting or failed; for waiting, call wait with its runId: one wait covers a tool \
+call that runs for a minute.
 ";
 
 /// A byte count the way a person reads it: `64 KiB`, `10 MiB`, or plain bytes.

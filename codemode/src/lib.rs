@@ -398,6 +398,10 @@ pub struct ExecOptions {
     /// Whether the result's JSON carries its `activity` (default: no, so the model's payload does not grow); the
     /// library caller has it either way, through [`CodeModeResult::activity`].
     pub activity_in_result: bool,
+    /// Whether each activity event of a `wait` restarts its wait budget (`maxWaitMs`): set it when the caller turns
+    /// the events of [`on_activity`](Self::on_activity) into progress notifications that keep its client's request
+    /// alive, so a wait lasts as long as the run's calls keep reporting.
+    pub progress_keeps_waiting: bool,
 }
 
 impl std::fmt::Debug for ExecOptions {
@@ -409,6 +413,7 @@ impl std::fmt::Debug for ExecOptions {
             .field("idempotency_key", &self.idempotency_key)
             .field("activity", &self.activity.is_some())
             .field("activity_in_result", &self.activity_in_result)
+            .field("progress_keeps_waiting", &self.progress_keeps_waiting)
             .finish()
     }
 }
@@ -452,6 +457,13 @@ impl ExecOptions {
         self
     }
 
+    /// Options whose `wait`s restart their wait budget on each activity event (see
+    /// [`progress_keeps_waiting`](Self::progress_keeps_waiting)).
+    pub fn progress_keeps_waiting(mut self, yes: bool) -> Self {
+        self.progress_keeps_waiting = yes;
+        self
+    }
+
     fn run_options(&self, title: Option<String>) -> codemode_run::RunOptions {
         codemode_run::RunOptions {
             approver: self.approver.clone(),
@@ -460,6 +472,8 @@ impl ExecOptions {
             idempotency_key: self.idempotency_key.clone(),
             activity: self.activity.clone(),
             activity_in_json: self.activity_in_result,
+            max_wait_ms: None,
+            progress_keeps_waiting: self.progress_keeps_waiting,
         }
     }
 }
@@ -655,7 +669,15 @@ impl CodeMode {
             Err(e) => return codemode_run::input_failure(&self.inner, &scope, e.to_string()),
         };
         match codemode_surface::parse_wait_input(&input) {
-            Ok(input) => codemode_run::wait_with(inner, &input.run_id, scope, options.run_options(None)).await,
+            Ok(input) => {
+                // The wait budget: the caller's `maxWaitMs`, bounded by the limit.
+                let limit = inner.limits.max_wait_ms;
+                let run_options = codemode_run::RunOptions {
+                    max_wait_ms: Some(input.max_wait_ms.map_or(limit, |ms| ms.min(limit))),
+                    ..options.run_options(None)
+                };
+                codemode_run::wait_with(inner, &input.run_id, scope, run_options).await
+            }
             Err(e) => codemode_run::input_failure(&inner, &scope, e.to_string()),
         }
     }

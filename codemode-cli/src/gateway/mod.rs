@@ -7,8 +7,10 @@
 pub mod approve;
 pub mod auth;
 pub mod config;
+pub mod notify;
 pub mod server;
 pub mod stdio;
+pub mod tasks;
 pub mod upstream;
 
 use std::net::SocketAddr;

@@ -5,6 +5,11 @@
 //! unchanged. It holds no run state of its own. Invariant: without `[auth]`, one client session is one `RunScope`
 //! session id, so a run can only be resumed from the session that started it; with `[auth]`, the scope is the
 //! request's principal, so any session of that principal may resume it and no other principal can see it.
+//!
+//! Besides the call itself (`notify`, `tasks`): a request that carries a progress token is sent
+//! `notifications/progress` for each nested call as it starts, reports progress and finishes; upstream servers' log
+//! messages are forwarded while a call runs (not with `[auth]`); a client that declared the tasks extension gets
+//! `exec` and `wait` as tasks.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -33,6 +38,8 @@ use super::auth::Principal;
 use super::auth::http::AuthFront;
 use super::auth::limits::{PrincipalLimits, RequestRate};
 use super::config::GatewayConfig;
+use super::notify::{ClientProgress, forward_logs};
+use super::tasks::{self, Outcome, Tasks};
 use super::upstream::UpstreamManager;
 
 /// The hidden subcommand the `codemode` binary runs as when it is its own worker (main.rs's `WORKER_MARKER`).
@@ -61,6 +68,8 @@ pub struct Gateway {
     limits: Option<Arc<PrincipalLimits>>,
     /// Whether `exec` and `wait` results carry their activity for the model (`[telemetry] activity`).
     activity_in_result: bool,
+    /// `exec` and `wait` calls running as MCP tasks.
+    tasks: Arc<Tasks>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -138,7 +147,9 @@ impl Gateway {
             ))
         });
         let activity_in_result = config.telemetry.activity;
-        Ok(Arc::new(Gateway { code_mode, upstream, tools, direct, seal, limits, activity_in_result }))
+        // A task stays readable as long as a parked run stays resumable.
+        let tasks = Arc::new(Tasks::new(std::time::Duration::from_secs(config.limits.snapshot_ttl_seconds)));
+        Ok(Arc::new(Gateway { code_mode, upstream, tools, direct, seal, limits, activity_in_result, tasks }))
     }
 
     /// Each principal's limits, when `[auth]` is configured.
@@ -168,7 +179,8 @@ impl Gateway {
 
     /// Serves one tool call. A client that cancels an `exec` or a `wait` (`notifications/cancelled`) aborts its
     /// run: its worker is killed, its upstream calls cancelled, and the run released. `approvals` is how the person
-    /// behind this request can be asked about calls whose policy is `ask`.
+    /// behind this request can be asked about calls whose policy is `ask`; `progress`, when the client sent a
+    /// progress token, receives the run's activity (and keeps a `wait` waiting while it reports).
     async fn call(
         &self,
         request: CallToolRequestParams,
@@ -176,6 +188,7 @@ impl Gateway {
         scope: RunScope,
         approvals: Channel,
         cancelled: impl std::future::Future<Output = ()>,
+        progress: Option<Arc<ClientProgress>>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.as_ref();
         // With `[auth]`, an exec or wait holds one of its principal's run places until it answers.
@@ -204,6 +217,9 @@ impl Gateway {
         let mut options = ExecOptions::default().activity_in_result(self.activity_in_result);
         if let Some(approver) = approvals.approver() {
             options = options.approver(approver);
+        }
+        if let Some(progress) = progress {
+            options = options.on_activity(move |event| progress.event(event)).progress_keeps_waiting(true);
         }
         if let Some(key) = idempotency_key(&request, meta) {
             if name != "exec" {
@@ -271,6 +287,52 @@ impl Gateway {
         CallToolResponse::Complete(code_mode_result(&result))
     }
 
+    /// Runs an `exec` or `wait` as a task's operation: the call, then, while its run is parked on pending tool calls
+    /// with nothing for a person to answer, `wait` on it, until it completes, fails, yields or waits for approvals.
+    /// Output of the intermediate steps is handed over with the final result. `tasks/cancel` aborts the run.
+    async fn task(
+        self: Arc<Self>,
+        request: CallToolRequestParams,
+        meta: rmcp::model::RequestMetaObject,
+        scope: RunScope,
+        approvals: Channel,
+        cancel: Arc<tasks::Cancel>,
+    ) -> Outcome {
+        let mut earlier = Vec::new();
+        let (mut request, mut meta) = (request, meta);
+        loop {
+            let response = self.call(request, &meta, scope.clone(), approvals.clone(), cancel.cancelled(), None).await;
+            let response = match response {
+                Ok(response) => response,
+                Err(error) => return Outcome::Error(error),
+            };
+            if cancel.requested() {
+                return Outcome::Cancelled;
+            }
+            let Some(value) = tasks::result_value(&response) else {
+                // Not a CodeModeResult (an input-required answer cannot be a task's result): hand it over as is.
+                return match response {
+                    CallToolResponse::Complete(result) => Outcome::Result(result),
+                    _ => Outcome::Error(ErrorData::internal_error("the task's call asked for input", None)),
+                };
+            };
+            match tasks::parked_on_tools(value) {
+                Some(run_id) => {
+                    if let Some(Value::Array(items)) = value.get("output") {
+                        earlier.extend(items.iter().cloned());
+                    }
+                    request = tasks::wait_request(run_id);
+                    // The exec's `_meta` (its idempotency key) is not the wait's.
+                    meta = rmcp::model::RequestMetaObject::default();
+                }
+                None => {
+                    let value = tasks::with_earlier_output(value.clone(), earlier);
+                    return Outcome::Result(json_result(value));
+                }
+            }
+        }
+    }
+
     fn tool_names(&self) -> String {
         self.tools.iter().map(|t| t.name.as_ref()).collect::<Vec<_>>().join(", ")
     }
@@ -330,29 +392,71 @@ pub fn code_mode_result(result: &CodeModeResult) -> CallToolResult {
     out
 }
 
+/// A `CodeModeResult` already in JSON as an MCP tool result, as [`code_mode_result`] makes it.
+fn json_result(value: Value) -> CallToolResult {
+    let text = value.to_string();
+    let mut out = if value.get("status").and_then(Value::as_str) == Some("failed") {
+        CallToolResult::error(vec![ContentBlock::text(text)])
+    } else {
+        CallToolResult::success(vec![ContentBlock::text(text)])
+    };
+    out.structured_content = Some(value);
+    out
+}
+
 /// One client session's view of the gateway.
 #[derive(Clone, Debug)]
 pub struct GatewayServer {
     gateway: Arc<Gateway>,
     /// The session id of a stdio session; HTTP sessions take theirs from the `Mcp-Session-Id` header.
     session: Option<String>,
+    /// The lowest level of upstream log messages this session wants (`logging/setLevel`); all when unset.
+    #[allow(deprecated)]
+    log_level: Arc<std::sync::Mutex<Option<rmcp::model::LoggingLevel>>>,
 }
 
 impl GatewayServer {
     /// A session over stdio, with a fresh session id.
     pub fn stdio(gateway: Arc<Gateway>) -> Self {
-        GatewayServer { gateway, session: Some(format!("stdio-{}", uuid::Uuid::new_v4())) }
+        GatewayServer::new(gateway, Some(format!("stdio-{}", uuid::Uuid::new_v4())))
     }
 
     /// A session over stdio with the id the client gave (`--session`), so a later gateway process with the same id
     /// and state directory resumes its runs.
     pub fn stdio_session(gateway: Arc<Gateway>, session: &str) -> Self {
-        GatewayServer { gateway, session: Some(format!("stdio-{session}")) }
+        GatewayServer::new(gateway, Some(format!("stdio-{session}")))
     }
 
     /// A handler for Streamable HTTP requests; the session id comes from each request.
     pub fn http(gateway: Arc<Gateway>) -> Self {
-        GatewayServer { gateway, session: None }
+        GatewayServer::new(gateway, None)
+    }
+
+    fn new(gateway: Arc<Gateway>, session: Option<String>) -> Self {
+        GatewayServer { gateway, session, log_level: Arc::default() }
+    }
+
+    /// Forwards upstream log messages to this request's client until the returned guard drops (the call answered);
+    /// none with `[auth]`: upstream connections are shared by every principal, so a message cannot be attributed.
+    /// On the sessionless revision a request opts in with `_meta["io.modelcontextprotocol/logLevel"]` (none without
+    /// it); with a session, `logging/setLevel` (or that key) sets the level, and all messages come without either.
+    #[allow(deprecated)]
+    fn forward_logs(&self, context: &RequestContext<RoleServer>, scope: &RunScope) -> Option<AbortOnDrop> {
+        if scope.authenticated {
+            return None;
+        }
+        let requested = context
+            .meta
+            .get(LOG_LEVEL_META)
+            .and_then(|v| serde_json::from_value::<rmcp::model::LoggingLevel>(v.clone()).ok());
+        let sessionless = context.protocol_version().is_some_and(|v| !v.has_initialize());
+        let level = match requested {
+            Some(level) => Some(level),
+            None if sessionless => return None,
+            None => *self.log_level.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
+        };
+        let logs = self.gateway.upstream.relay().logs();
+        Some(AbortOnDrop(tokio::spawn(forward_logs(context.peer.clone(), logs, level))))
     }
 
     /// The caller: the principal the auth front verified, else this stdio session or the request's MCP session.
@@ -369,9 +473,30 @@ impl GatewayServer {
     }
 }
 
+/// The `_meta` key by which a request on the sessionless revision opts in to log messages, at or above its level.
+const LOG_LEVEL_META: &str = "io.modelcontextprotocol/logLevel";
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Whether this request's client declared the tasks extension (in the request's `_meta` or at `initialize`).
+fn wants_task(request: &CallToolRequestParams, context: &RequestContext<RoleServer>) -> bool {
+    matches!(request.name.as_ref(), "exec" | "wait")
+        && request.request_state.is_none()
+        && context.client_capabilities().is_some_and(|caps| caps.supports_tasks())
+}
+
 impl ServerHandler for GatewayServer {
+    // Logging is deprecated by SEP-2577, but clients on earlier revisions still receive upstream logs through it.
+    #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(ServerCapabilities::builder().enable_logging().enable_tools().enable_tasks().build())
             .with_server_info(Implementation::new("codemode", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
     }
@@ -395,15 +520,79 @@ impl ServerHandler for GatewayServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let scope = self.scope(&context);
         let approvals = Channel::of(&context);
+        if wants_task(&request, &context) {
+            // Nobody can answer an input-required result inside a task: approvals then take the policy's fallback.
+            let approvals = if matches!(approvals, Channel::InputRequired) { Channel::Nobody } else { approvals };
+            let (gateway, meta, owner) = (self.gateway.clone(), context.meta.clone(), scope.session_id.clone());
+            let task = self.gateway.tasks.spawn(owner, context.peer.clone(), move |cancel| {
+                gateway.task(request, meta, scope, approvals, cancel)
+            });
+            return Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(task)));
+        }
+        let _logs = self.forward_logs(&context, &scope);
+        let progress = context
+            .meta
+            .get_progress_token()
+            .filter(|_| matches!(request.name.as_ref(), "exec" | "wait"))
+            .map(|token| ClientProgress::start(context.peer.clone(), token));
         let cancelled = context.ct.clone().cancelled_owned();
         let transport = if self.session.is_some() { "pipe" } else { "tcp" };
         let span = server_span(&request, &context, scope.session_id.as_deref(), transport);
         let started = (!span.is_disabled()).then(std::time::Instant::now);
         let name = request.name.clone();
-        let response =
-            self.gateway.call(request, &context.meta, scope, approvals, cancelled).instrument(span.clone()).await;
+        let response = self
+            .gateway
+            .call(request, &context.meta, scope, approvals, cancelled, progress.clone())
+            .instrument(span.clone())
+            .await;
+        // Every progress notification goes out before the answer; none after it.
+        if let Some(progress) = progress {
+            progress.finish().await;
+        }
         server_span_end(&span, &name, started, &response, self.gateway.upstream.redactor());
         response
+    }
+
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        *self.log_level.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(request.level);
+        Ok(())
+    }
+
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, ErrorData> {
+        let owner = self.scope(&context).session_id;
+        Ok(rmcp::model::GetTaskResult::new(self.gateway.tasks.get(&request.task_id, &owner)?))
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let owner = self.scope(&context).session_id;
+        self.gateway.tasks.cancel(&request.task_id, &owner)
+    }
+
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let owner = self.scope(&context).session_id;
+        self.gateway.tasks.get(&request.task_id, &owner)?;
+        Err(ErrorData::invalid_params(
+            "the gateway's tasks never ask for input (inputRequests): approvals inside a task take the policy's \
+             fallback, or end the task with a waiting result whose pendingApprovals a wait answers",
+            None,
+        ))
     }
 }
 

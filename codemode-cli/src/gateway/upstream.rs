@@ -6,6 +6,9 @@
 //!
 //! Tool lists are read once, at gateway start, for every server (the surface and the `.d.ts` files need them). A
 //! `lazy` server is stopped right after that listing and started again by the first call that needs it.
+//!
+//! Each connection's notifications go to the `notify::Relay`: a call's progress (on the token rmcp puts on every
+//! request) to the nested call's progress sink, log messages to the client calls in flight.
 
 use std::collections::BTreeMap;
 use std::process::Stdio;
@@ -17,8 +20,8 @@ use async_trait::async_trait;
 use codemode_bridge::{CallContext, ToolError, ToolHost};
 use codemode_catalog::ToolDefinition;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, GetPromptRequestParams, Implementation,
-    PaginatedRequestParams, ReadResourceRequestParams, Tool,
+    CallToolRequestParams, CallToolResult, GetPromptRequestParams, PaginatedRequestParams, ReadResourceRequestParams,
+    Tool,
 };
 use rmcp::service::RunningService;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
@@ -30,13 +33,14 @@ use tracing::Instrument as _;
 
 use super::Error;
 use super::config::{GatewayConfig, ServerConfig, Startup, Transport};
+use super::notify::{Relay, UpstreamClient};
 
 /// How long an upstream server may take to start and answer `initialize`.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long listing a server's tools at gateway start may take.
 const LIST_TIMEOUT: Duration = Duration::from_secs(30);
 
-type Client = RunningService<RoleClient, ClientConfig>;
+type Client = RunningService<RoleClient, UpstreamClient>;
 
 struct Connection {
     client: Client,
@@ -52,6 +56,8 @@ struct Upstream {
     tools: Vec<Tool>,
     conn: Mutex<Option<Connection>>,
     generation: AtomicU64,
+    /// Where the connection's progress and log notifications go.
+    relay: Arc<Relay>,
 }
 
 /// Every configured upstream MCP server, by name; the gateway's [`ToolHost`].
@@ -61,6 +67,8 @@ pub struct UpstreamManager {
     unavailable: BTreeMap<String, String>,
     /// What the gateway redacts in everything recorded for people ([`GatewayConfig::redactor`]).
     redactor: codemode::Redactor,
+    /// The servers' progress and log notifications.
+    relay: Arc<Relay>,
 }
 
 impl std::fmt::Debug for UpstreamManager {
@@ -82,8 +90,9 @@ impl UpstreamManager {
     ///
     /// [`Error::Config`] when `deny` or `direct` names a tool the server does not have.
     pub async fn start(config: &GatewayConfig) -> Result<UpstreamManager, Error> {
+        let relay = Arc::new(Relay::default());
         let started = futures::future::join_all(
-            config.servers.iter().map(|(name, server)| start_one(name.clone(), server.clone())),
+            config.servers.iter().map(|(name, server)| start_one(name.clone(), server.clone(), relay.clone())),
         )
         .await;
         let mut servers = BTreeMap::new();
@@ -110,7 +119,12 @@ impl UpstreamManager {
             }
         }
         let redactor = config.redactor().map_err(Error::Engine)?;
-        Ok(UpstreamManager { servers, unavailable, redactor })
+        Ok(UpstreamManager { servers, unavailable, redactor, relay })
+    }
+
+    /// The servers' progress and log notifications.
+    pub fn relay(&self) -> &Arc<Relay> {
+        &self.relay
     }
 
     /// The tools of every available server as catalog definitions (`source: mcp`), denied tools left out.
@@ -162,6 +176,22 @@ impl UpstreamManager {
     /// A [`ToolError`] saying what failed: unknown server or tool, a server that cannot start, a transport that
     /// closed during the call (the server is restarted on the next call), or the server's own JSON-RPC error.
     pub async fn call(&self, server: &str, tool: &str, args: Value) -> Result<CallToolResult, ToolError> {
+        self.call_reporting(server, tool, args, None).await
+    }
+
+    /// [`call`](Self::call), with the server's progress for the call (its `notifications/progress` on the request's
+    /// progress token) reported to `progress`.
+    ///
+    /// # Errors
+    ///
+    /// As [`call`](Self::call).
+    pub async fn call_reporting(
+        &self,
+        server: &str,
+        tool: &str,
+        args: Value,
+        progress: Option<codemode_bridge::ProgressSink>,
+    ) -> Result<CallToolResult, ToolError> {
         let up = self.upstream(server)?;
         if !up.tools.iter().any(|t| t.name == tool) {
             return Err(ToolError::with_code(
@@ -197,7 +227,8 @@ impl UpstreamManager {
         }
         let called = async {
             let (peer, generation) = up.peer().await?;
-            match send_call(&peer, params, &span).await {
+            let progress = progress.map(|sink| (&up.relay, server, sink));
+            match send_call(&peer, params, &span, progress).await {
                 Ok(result) => Ok(result),
                 Err(e) => Err(up.failure(e, generation, &format!("the call to \"{tool}\"")).await),
             }
@@ -277,7 +308,7 @@ impl ToolHost for UpstreamManager {
                 format!("the gateway only runs MCP tools, and \"{tool}\" names no MCP server"),
             ));
         };
-        let result = self.call(server, tool, args).await?;
+        let result = self.call_reporting(server, tool, args, Some(cx.progress)).await?;
         Ok(guest_call_result(&result))
     }
 
@@ -309,12 +340,14 @@ fn client_span(server: &str, tool: &str, transport: &'static str) -> tracing::Sp
     )
 }
 
-/// Sends one `tools/call` and waits for its answer, recording the JSON-RPC request id on `span`. Dropping the
+/// Sends one `tools/call` and waits for its answer, recording the JSON-RPC request id on `span`; with `progress`,
+/// the server's progress notifications on the request's token go to the call's sink until it answers. Dropping the
 /// future before the answer sends `notifications/cancelled` for the request, as rmcp's own `call_tool` does.
 async fn send_call(
     peer: &rmcp::Peer<RoleClient>,
     params: CallToolRequestParams,
     span: &tracing::Span,
+    progress: Option<(&Arc<Relay>, &str, codemode_bridge::ProgressSink)>,
 ) -> Result<CallToolResult, ServiceError> {
     struct CancelOnDrop<'a>(&'a rmcp::Peer<RoleClient>, Option<rmcp::model::RequestId>);
     impl Drop for CancelOnDrop<'_> {
@@ -336,9 +369,21 @@ async fn send_call(
     if !span.is_disabled() {
         span.record("jsonrpc.request.id", handle.id.to_string().as_str());
     }
+    let tracked = progress.map(|(relay, server, sink)| relay.track(server, handle.progress_token.clone(), sink));
     let mut guard = CancelOnDrop(peer, Some(handle.id.clone()));
     let answer = handle.await_response().await;
     guard.1 = None;
+    if let Some(tracked) = tracked {
+        // rmcp hands notifications to their handler in tasks of their own, so a server's last progress report, sent
+        // just before its answer, may be handled after the answer arrived: the call's token is routed a few
+        // scheduler turns longer.
+        tokio::spawn(async move {
+            for _ in 0..16 {
+                tokio::task::yield_now().await;
+            }
+            drop(tracked);
+        });
+    }
     match answer? {
         rmcp::model::ServerResult::CallToolResult(result) => Ok(result),
         // A result with no fields at all: a tool that returned nothing.
@@ -424,7 +469,7 @@ impl Upstream {
             return Ok((conn.client.peer().clone(), conn.generation));
         }
         let restarting = guard.take().is_some();
-        let (client, pid) = connect(&self.name, &self.config).await.map_err(|reason| {
+        let (client, pid) = connect(&self.name, &self.config, &self.relay).await.map_err(|reason| {
             let what = if restarting { "restarted after it stopped" } else { "started" };
             ToolError::new(format!("MCP server \"{}\" could not be {what}: {reason}", self.name))
         })?;
@@ -457,8 +502,8 @@ impl Upstream {
 
 /// Starts a server, lists its tools and, for a lazy one, stops it again.
 /// Returns the upstream and the names of all its tools (denied ones included, for checking the config).
-async fn start_one(name: String, config: ServerConfig) -> Result<(Upstream, Vec<String>), String> {
-    let (client, pid) = connect(&name, &config).await?;
+async fn start_one(name: String, config: ServerConfig, relay: Arc<Relay>) -> Result<(Upstream, Vec<String>), String> {
+    let (client, pid) = connect(&name, &config, &relay).await?;
     let listed = match tokio::time::timeout(LIST_TIMEOUT, client.peer().list_all_tools()).await {
         Ok(Ok(tools)) => tools,
         Ok(Err(e)) => return Err(format!("listing its tools failed: {e}")),
@@ -477,15 +522,13 @@ async fn start_one(name: String, config: ServerConfig) -> Result<(Upstream, Vec<
         }
     };
     let generation = AtomicU64::new(u64::from(conn.is_some()));
-    Ok((Upstream { name, config, tools, conn: Mutex::new(conn), generation }, all_names))
+    Ok((Upstream { name, config, tools, conn: Mutex::new(conn), generation, relay }, all_names))
 }
 
-fn client_config() -> ClientConfig {
-    ClientConfig::new(ClientCapabilities::default(), Implementation::new("codemode-gateway", env!("CARGO_PKG_VERSION")))
-}
-
-/// Opens one connection: spawns the child process (stdio) or connects to the URL, and runs `initialize`.
-async fn connect(name: &str, config: &ServerConfig) -> Result<(Client, Option<u32>), String> {
+/// Opens one connection: spawns the child process (stdio) or connects to the URL, and runs `initialize`. The
+/// connection's notifications go to `relay`.
+async fn connect(name: &str, config: &ServerConfig, relay: &Arc<Relay>) -> Result<(Client, Option<u32>), String> {
+    let client_config = || UpstreamClient::new(name, relay.clone());
     let connecting = async {
         match &config.transport {
             Transport::Stdio { command, args, env } => {

@@ -25,6 +25,8 @@ fn defaults_match_the_reference() {
         (16, 900, 8, 50)
     );
     assert_eq!(d.inbox_bytes(), 10 * MIB);
+    // Not a reference limit: the wait budget of issue 18, below common clients' request timeouts.
+    assert_eq!(d.max_wait_ms, 25_000);
 }
 
 /// One limit key with an input and the expected effective value.
@@ -71,6 +73,10 @@ fn clamps_and_fallbacks() {
         ("searchDefaultLimit", json!(20), 20),
         ("searchDefaultLimit", json!(500), 50),
         ("searchDefaultLimit", json!(0), 8),
+        ("maxWaitMs", json!(60_000), 60_000),
+        ("maxWaitMs", json!(700_000), 600_000),
+        ("maxWaitMs", json!(0), 25_000),
+        ("maxWaitMs", json!("25s"), 25_000),
     ];
     for (key, input, expected) in cases {
         check(key, input.clone(), *expected);
@@ -108,7 +114,7 @@ fn any_json() -> impl Strategy<Value = Value> {
 
 proptest! {
     #[test]
-    fn every_limit_stays_in_range(values in proptest::collection::vec(any_json(), 8)) {
+    fn every_limit_stays_in_range(values in proptest::collection::vec(any_json(), 9)) {
         let object: serde_json::Map<String, Value> =
             codemode_config::LIMIT_KEYS.iter().map(|k| (*k).to_owned()).zip(values).collect();
         let l = Limits::from_json(&Value::Object(object));
@@ -120,5 +126,6 @@ proptest! {
         prop_assert!((1..=86_400).contains(&l.snapshot_ttl_seconds));
         prop_assert!((1..=50).contains(&l.max_search_limit));
         prop_assert!((1..=l.max_search_limit).contains(&l.search_default_limit));
+        prop_assert!((1..=600_000).contains(&l.max_wait_ms));
     }
 }

@@ -3,6 +3,7 @@
 //! with real worker processes driven by the machine and a scripted host.
 
 mod approvals;
+mod hold;
 mod replay;
 mod script;
 mod transcripts;

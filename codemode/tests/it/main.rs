@@ -9,6 +9,7 @@ mod embed;
 mod exec;
 mod guest_api;
 mod harness;
+mod hold;
 mod host_integration;
 mod lifecycle;
 mod memory;

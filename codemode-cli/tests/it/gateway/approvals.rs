@@ -259,7 +259,7 @@ async fn reads_are_never_asked_and_a_deny_rule_refuses_without_asking() {
 
 /// The Python interpreter of the venv `scripts/test.sh` makes (`target/py`, with `tests/py/requirements.txt`), or
 /// `$CODEMODE_TEST_PYTHON`; a panic that says how to make it otherwise.
-fn python() -> PathBuf {
+pub(super) fn python() -> PathBuf {
     if let Some(python) = std::env::var_os("CODEMODE_TEST_PYTHON") {
         return PathBuf::from(python);
     }
