@@ -2,6 +2,7 @@
 
 mod activity;
 mod approvals;
+mod attach;
 mod bridge_roundtrip;
 mod client_tools;
 mod corpus;
@@ -13,4 +14,5 @@ mod host_integration;
 mod lifecycle;
 mod memory;
 mod support;
+mod tools_change;
 mod wait;

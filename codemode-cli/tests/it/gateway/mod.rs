@@ -9,6 +9,7 @@ mod e2e;
 mod fleet;
 mod lines;
 mod otel;
+mod relay;
 mod upstream;
 
 use std::path::{Path, PathBuf};
