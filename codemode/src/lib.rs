@@ -817,6 +817,11 @@ fn tools_digest(catalog: &Catalog) -> String {
         hasher.update(server.global_name.as_bytes());
         for tool in &server.tools {
             hasher.update(tool.js_name.as_bytes());
+            // An MCP tool whose definition changed upstream is another tool too.
+            if let Some(entry) = catalog.mcp_tool(&server.global_name, &tool.js_name) {
+                hasher.update(serde_json::to_vec(&entry.definition).expect("tool definitions serialize"));
+            }
+            hasher.update([0]);
         }
     }
     hex::encode(&hasher.finalize()[..8])

@@ -73,8 +73,8 @@ async fn the_next_cell_sees_a_tool_added_and_not_one_removed() {
     assert!(engine.catalog().by_callable("greet").is_some());
     let called = exec(&engine, "return await greet({ who: 'Ada' })").await;
     assert_eq!(value(&called), json!("hello Ada"));
-    let files = exec(&engine, "return (await API.list('tools')).map(f => f.path)").await;
-    assert!(value(&files).to_string().contains("greet"), "{}", value(&files));
+    let declared = exec(&engine, "return (await API.read('tools/greet.d.ts')).content").await;
+    assert!(value(&declared).as_str().is_some_and(|d| d.contains("greet")), "{}", value(&declared));
 
     // Removed again: the next cell has no such global.
     assert!(engine.set_tools(vec![echo()]).expect("catalog"));
