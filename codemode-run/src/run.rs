@@ -592,15 +592,6 @@ async fn wait_run(
     let caller = owner_of(&scope);
     let resumed = match inner.runs.begin_resume_if(run_id, &caller, resumable).await {
         Ok(resumed) => resumed,
-        Err(e @ StoreError::ToolChanged { .. }) => {
-            // The caller owns the run, and no catalog of this engine will resume it again: it ends here.
-            if let Ok(codemode_snapshot::AbortOutcome::Parked { live: Some(mut run) }) = inner.runs.abort(run_id).await
-            {
-                run.in_flight.abort_all();
-                run.worker = None;
-            }
-            return store_failure(&inner, &scope, &e);
-        }
         Err(e) => return store_failure(&inner, &scope, &concealed(&inner, run_id, &scope, &caller, e)),
     };
     let (abort_tx, mut aborted) = oneshot::channel();

@@ -27,11 +27,12 @@ pub enum StoreError {
     /// parked for a caller with that catalog.
     #[error("code mode run was started with a different tool catalog and cannot be resumed here.")]
     DifferentCatalog,
-    /// The run called a tool that its engine's catalog no longer has, or has with another contract (an upstream
-    /// server changed its tools): a resume could replay or go on with a tool the program was not written for.
+    /// The run called a tool that this engine's catalog no longer has, or has with another contract (an upstream
+    /// server changed its tools): a resume could replay or go on with a tool the program was not written for. The
+    /// run stays parked until its TTL, for an engine whose tools still match (another replica).
     #[error(
-        "code mode run called {tool}, which {change} since it started; the run cannot resume. Read the tool's \
-         declaration again and run the program again with exec."
+        "code mode run called {tool}, which {change} since it started; the run cannot resume with these tools. \
+         Read the tool's declaration again and run the program again with exec."
     )]
     ToolChanged {
         /// The tool's callable name (`MCP.<server>.<tool>` or the global).

@@ -53,6 +53,8 @@ impl Replica {
         .await
         .expect("the gateway listens within a minute");
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        // rmcp's HTTP client (reqwest) needs the process's TLS provider.
+        super::tls();
         let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str());
         let version = ProtocolVersion::V_2026_07_28;
         let info = ClientConfig::new(ClientCapabilities::default(), Implementation::new("fleet", "0"))
