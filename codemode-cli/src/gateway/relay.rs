@@ -76,6 +76,9 @@ impl Asker {
     }
 }
 
+/// One registered asker, with its registration's token.
+type Registered = (u64, Asker);
+
 /// A nested call running on an upstream server.
 struct InFlight {
     token: u64,
@@ -88,7 +91,7 @@ struct InFlight {
 pub struct Relay {
     next: AtomicU64,
     /// The requests in progress that can reach a person, by run owner, latest last.
-    askers: Mutex<HashMap<Option<String>, Vec<(u64, Asker)>>>,
+    askers: Mutex<HashMap<Option<String>, Vec<Registered>>>,
     /// The nested calls in flight, by upstream server.
     calls: Mutex<HashMap<String, Vec<InFlight>>>,
     sampling: Sampling,
