@@ -186,6 +186,17 @@ impl OutputBudget {
         if len <= share {
             self.used += len;
             into.push(item);
+        } else if let OutputItem::Attachment { block } = &item {
+            // An attachment is whole or absent: a cut block would be no block at all.
+            let kind = block.get("type").and_then(Value::as_str).unwrap_or("content").to_owned();
+            let text = format!(
+                "attach(): the {kind} block of {len} bytes was not attached: it does not fit the output budget \
+                 (maxOutputBytes {}, {share} bytes left for output); attach less, or a smaller block",
+                self.max
+            );
+            let refusal = OutputItem::Text { text };
+            self.used += refusal.encoded_len().min(share);
+            into.push(refusal);
         } else {
             let room = share.max(200);
             let (head, total) = encoded_head(&item, room).unwrap_or_else(|| (String::new(), len));

@@ -1,6 +1,6 @@
 //! The `ToolHost` trait an embedder implements to run the tools a guest calls, and the [`CallContext`] each call
-//! comes with: who runs it, its ids, an abort signal and a progress sink, so a host can run a nested call as it
-//! runs a normal one.
+//! comes with: who runs it, its ids, an abort signal, a progress sink and a pause sink (for the time a call waits
+//! for a person), so a host can run a nested call as it runs a normal one.
 
 use std::sync::Arc;
 
@@ -29,6 +29,9 @@ pub struct CallContext {
     pub abort: AbortSignal,
     /// Where the host reports the call's progress.
     pub progress: ProgressSink,
+    /// Where the host says the call waits for a person (an upstream server's `elicitation/create` relayed to the
+    /// user): while a [`PauseGuard`] from it is held, the run's deadline stands still, as during an approval.
+    pub pause: PauseSink,
 }
 
 impl CallContext {
@@ -135,6 +138,56 @@ impl ProgressSink {
 impl std::fmt::Debug for ProgressSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ProgressSink").field("observed", &self.hook.is_some()).finish_non_exhaustive()
+    }
+}
+
+/// A hook told when a nested call starts (`true`) and stops (`false`) waiting for a person.
+pub type PauseHook = Arc<dyn Fn(bool) + Send + Sync>;
+
+/// Where a host says a nested call waits for a person; without a hook (hosts' tests), holding it does nothing.
+#[derive(Clone, Default)]
+pub struct PauseSink {
+    hook: Option<PauseHook>,
+}
+
+impl PauseSink {
+    /// A sink whose holds go to `hook`: `true` when one begins, `false` when it ends.
+    pub fn new(hook: PauseHook) -> Self {
+        PauseSink { hook: Some(hook) }
+    }
+
+    /// Pauses the run's deadline until the returned guard is dropped.
+    #[must_use = "the pause ends when the guard is dropped"]
+    pub fn hold(&self) -> PauseGuard {
+        if let Some(hook) = &self.hook {
+            hook(true);
+        }
+        PauseGuard { hook: self.hook.clone() }
+    }
+}
+
+impl std::fmt::Debug for PauseSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PauseSink").field("observed", &self.hook.is_some()).finish()
+    }
+}
+
+/// Ends a pause of [`PauseSink::hold`] when dropped.
+pub struct PauseGuard {
+    hook: Option<PauseHook>,
+}
+
+impl Drop for PauseGuard {
+    fn drop(&mut self) {
+        if let Some(hook) = &self.hook {
+            hook(false);
+        }
+    }
+}
+
+impl std::fmt::Debug for PauseGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PauseGuard")
     }
 }
 

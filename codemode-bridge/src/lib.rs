@@ -22,9 +22,12 @@ pub use call::{
     ResultLoadArgs, SearchArgs, SleepArgs, StoreArgs, YieldArgs,
 };
 pub use code::{BridgeErrorCode, EffectStatus};
-pub use host::{AbortOnDrop, AbortSignal, CallContext, CallProgress, ProgressHook, ProgressSink, ToolError, ToolHost};
+pub use host::{
+    AbortOnDrop, AbortSignal, CallContext, CallProgress, PauseGuard, PauseHook, PauseSink, ProgressHook, ProgressSink,
+    ToolError, ToolHost,
+};
 pub use request::{BridgeMethod, BridgeRequest, Journal, RequestDigest, Round, Settlement, SettlementValue};
 pub use result::{
-    CallCounts, CodeModeResult, Completed, EffectFacts, ErrorCode, ErrorKind, Failed, FailurePhase, OutputItem,
-    PendingApproval, PendingToolCall, WaitReason, Waiting, WriteEffect,
+    ATTACHMENT_TYPES, CallCounts, CodeModeResult, Completed, EffectFacts, ErrorCode, ErrorKind, Failed, FailurePhase,
+    OutputItem, PendingApproval, PendingToolCall, WaitReason, Waiting, WriteEffect, attachment_problem,
 };

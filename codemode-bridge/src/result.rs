@@ -21,12 +21,66 @@ pub enum OutputItem {
         /// The JSON-safe value.
         value: serde_json::Value,
     },
+    /// `attach(block)`: an MCP content block (an image, audio, a resource link or an embedded resource) the
+    /// program hands to the caller as it is; a gateway puts it in the `exec` result's `content`. An image or audio
+    /// block may be a host's handle instead of its bytes (`attachment` and `bytes` in place of `data`: the host kept
+    /// the bytes when the tool answered). It costs its encoded size (a handle: plus its `bytes`) against the output
+    /// budget, and one that does not fit is refused whole (a text item says so).
+    Attachment {
+        /// The content block, `{"type": "image", "data": ..., "mimeType": ...}` and the like.
+        block: serde_json::Value,
+    },
+}
+
+/// The content block types `attach(block)` accepts, with the string fields each must have (for an image or audio
+/// handle, `attachment` stands in for `data`).
+pub const ATTACHMENT_TYPES: &[(&str, &[&str])] = &[
+    ("image", &["data", "mimeType"]),
+    ("audio", &["data", "mimeType"]),
+    ("resource_link", &["uri", "name"]),
+    ("resource", &[]),
+];
+
+/// Why `block` is not a content block `attach` accepts, if it is not: an object whose `type` is one of
+/// [`ATTACHMENT_TYPES`] with that type's string fields (an embedded `resource` needs a `resource` object with a
+/// `uri`).
+pub fn attachment_problem(block: &serde_json::Value) -> Option<String> {
+    let kinds = || ATTACHMENT_TYPES.iter().map(|(t, _)| format!("\"{t}\"")).collect::<Vec<_>>().join(", ");
+    let Some(kind) = block.get("type").and_then(serde_json::Value::as_str) else {
+        return Some(format!("attach(block) takes an MCP content block: an object whose type is one of {}", kinds()));
+    };
+    let Some((_, fields)) = ATTACHMENT_TYPES.iter().find(|(t, _)| *t == kind) else {
+        return Some(format!(
+            "attach(block) takes an image, audio, resource_link or resource block, not type \"{kind}\" (one of {}); \
+             text goes through text(v) or the return value",
+            kinds()
+        ));
+    };
+    let handle = block.get("attachment").is_some_and(serde_json::Value::is_string);
+    let present =
+        |field: &str| block.get(field).is_some_and(serde_json::Value::is_string) || (field == "data" && handle);
+    if let Some(missing) = fields.iter().find(|f| !present(f)) {
+        return Some(format!("attach(block): a \"{kind}\" block needs a string \"{missing}\""));
+    }
+    if kind == "resource" && !block.get("resource").and_then(|r| r.get("uri")).is_some_and(serde_json::Value::is_string)
+    {
+        return Some("attach(block): a \"resource\" block needs a \"resource\" object with a string \"uri\"".into());
+    }
+    None
 }
 
 impl OutputItem {
-    /// UTF-8 bytes this item costs against the output budget (its compact JSON encoding).
+    /// UTF-8 bytes this item costs against the output budget: its compact JSON encoding, plus, for an attachment
+    /// that is a host's handle (`attachment`), the `bytes` the host keeps for it.
     pub fn encoded_len(&self) -> usize {
-        crate::json_len(self)
+        let held = match self {
+            OutputItem::Attachment { block } if block.get("attachment").is_some() => block
+                .get("bytes")
+                .and_then(serde_json::Value::as_u64)
+                .map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX)),
+            _ => 0,
+        };
+        crate::json_len(self).saturating_add(held)
     }
 }
 

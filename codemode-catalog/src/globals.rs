@@ -9,6 +9,7 @@ pub const GUEST_GLOBALS: &[&str] = &[
     // The guest API (prelude.js).
     "API",
     "MCP",
+    "attach",
     "catalog",
     "clearTimeout",
     "console",

@@ -94,6 +94,22 @@ pub struct CatalogEntry {
     output_validator: LazyValidator,
 }
 
+impl CatalogEntry {
+    /// The digest of the tool's contract with a program: its callable name, its server and own name, and its input
+    /// schema. A parked run that called the tool resumes under a rebuilt catalog only while this is unchanged.
+    pub fn contract_digest(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut hasher = Sha256::new();
+        for part in [&self.callable_name, self.definition.server.as_deref().unwrap_or_default(), &self.definition.name]
+        {
+            hasher.update(part.as_bytes());
+            hasher.update([0]);
+        }
+        hasher.update(serde_json::to_vec(&self.definition.parameters).expect("a JSON value serializes"));
+        hex::encode(&hasher.finalize()[..8])
+    }
+}
+
 /// The metadata a guest handle carries and `toJSON` returns.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]

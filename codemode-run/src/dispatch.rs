@@ -12,7 +12,7 @@ use std::time::Duration;
 use codemode_bridge::{
     AbortOnDrop, AbortSignal, ApiArgs, ApprovalDecision, ApprovalRequest, Approver, BridgeCall, BridgeErrorCode,
     BridgeMethod, BridgeRequest, CallContext, CallValueArgs, DescribeArgs, EffectStatus, LoadArgs, NamespaceArgs,
-    NamespaceTarget, PendingApproval, ProgressSink, RequestDigest, ResultLoadArgs, SearchArgs, Settlement,
+    NamespaceTarget, PauseSink, PendingApproval, ProgressSink, RequestDigest, ResultLoadArgs, SearchArgs, Settlement,
     SettlementValue, SleepArgs, StoreArgs, ToolError, WriteEffect, YieldArgs,
 };
 use codemode_catalog::{CatalogEntry, ExecutionMode, ToolSource};
@@ -21,7 +21,7 @@ use codemode_snapshot::AskedCall;
 use serde_json::Value;
 
 use crate::Inner;
-use crate::run::{Notice, Refusal, RunParts};
+use crate::run::{Hold, Notice, Refusal, RunParts};
 
 fn ok(value: Value) -> SettlementValue {
     SettlementValue::Ok { value }
@@ -69,6 +69,7 @@ pub(crate) fn dispatch(
             let Some(entry) = inner.catalog.by_callable(&tool) else {
                 return settle(parts, invalid(unknown_tool(&tool)));
             };
+            called(&mut parts, entry);
             if parts.restart_safe && !entry.definition.replay_safe {
                 return settle(parts, invalid(not_replay_safe(&tool)));
             }
@@ -133,6 +134,7 @@ pub(crate) fn dispatch(
                     let Some(entry) = entry else {
                         return settle(parts, invalid(format!("unknown MCP tool {server}.{tool}")));
                     };
+                    called(&mut parts, entry);
                     if parts.restart_safe && !entry.definition.replay_safe {
                         return settle(parts, invalid(not_replay_safe(tool)));
                     }
@@ -320,6 +322,14 @@ pub(crate) fn dispatch(
     Ok(())
 }
 
+/// Records the contract of a catalog tool the run calls, the first time it calls it: a resume under a rebuilt
+/// catalog checks it.
+fn called(parts: &mut RunParts<'_>, entry: &CatalogEntry) {
+    if !parts.tool_contracts.contains_key(&entry.callable_name) {
+        parts.tool_contracts.insert(entry.callable_name.clone(), entry.contract_digest());
+    }
+}
+
 /// The context of a nested call, with the handle that fires its abort signal if the call's future is dropped
 /// before the host answered.
 fn call_context(
@@ -336,6 +346,10 @@ fn call_context(
     cx.agent_run_id = parts.owner.agent_run_id.clone();
     cx.server = server.map(str::to_owned);
     cx.progress = ProgressSink::new(parts.progress.clone(), parts.run_id, &cx.request_id);
+    let (holds, clock) = (parts.approvals.holds.0.clone(), parts.approvals.holds.1.clone());
+    cx.pause = PauseSink::new(Arc::new(move |on| {
+        let _ = holds.send(Hold { id, on, at_ms: clock.now_ms() });
+    }));
     cx.abort = abort;
     (cx, fire_abort)
 }

@@ -206,6 +206,9 @@ pub struct RunMachine {
     pub(crate) asked: BTreeMap<u32, AskedCall>,
     /// When the current approval pause began (epoch ms), while a call is being asked.
     pause_since: Option<u64>,
+    /// Nested calls waiting for a person (an elicitation the host relays), by request id, with how many waits each
+    /// has open: while any is, the deadline and the park time stand still, as during an approval.
+    held: BTreeMap<u32, u32>,
     /// The host's record of the run's write-class calls, by request id, across all its waits.
     pub(crate) effects: BTreeMap<u32, WriteEffect>,
     /// Nested tool calls (`callValue`, `namespace`) dispatched and not settled yet, by request id.
@@ -291,6 +294,7 @@ impl RunMachine {
             queue: VecDeque::new(),
             asked: BTreeMap::new(),
             pause_since: None,
+            held: BTreeMap::new(),
             effects: BTreeMap::new(),
             tool_calls: BTreeSet::new(),
             host_failed: BTreeSet::new(),
@@ -332,6 +336,7 @@ impl RunMachine {
             queue: VecDeque::new(),
             asked: BTreeMap::new(),
             pause_since: None,
+            held: BTreeMap::new(),
             effects: checkpoint.effects.iter().map(|e| (e.id, e.effect.clone())).collect(),
             // Calls in flight when it parked: settled later (by their tool, or as interrupted), then counted.
             tool_calls: checkpoint
@@ -640,9 +645,31 @@ impl RunMachine {
         self.effects.get(&id).map_or_else(|| effect_status(value), |e| e.status)
     }
 
-    /// Whether a call is being asked about now (not deferred).
+    /// Nested call `id` began (`on`) or ended a wait for a person at `at_ms`: the first wait to begin pauses the
+    /// deadline and the park time (unless an approval already did), the last to end moves them by the pause.
+    pub fn hold_changed(&mut self, id: u32, on: bool, at_ms: u64) {
+        let was = self.asking();
+        if on {
+            *self.held.entry(id).or_default() += 1;
+        } else if let Some(count) = self.held.get_mut(&id) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                self.held.remove(&id);
+            }
+        }
+        match (was, self.asking()) {
+            (false, true) => self.pause_since = Some(at_ms),
+            (true, false) => {
+                self.credit_pause(at_ms);
+                self.pause_since = None;
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether a call is being asked about now (not deferred), or waits for a person through its host.
     fn asking(&self) -> bool {
-        self.asked.values().any(|a| !a.deferred)
+        !self.held.is_empty() || self.asked.values().any(|a| !a.deferred)
     }
 
     /// Moves the deadline and the park time by the approval pause up to `now_ms`.

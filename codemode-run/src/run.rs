@@ -14,7 +14,8 @@ use codemode_bridge::{
     Failed, FailurePhase, PendingToolCall, Settlement, WaitReason, Waiting,
 };
 use codemode_snapshot::{
-    Accepted, AskedCall, CallName, Checkpoint, EffectEntry, PendingRequest, RunOwner, Slot, StoreError, YieldRequest,
+    Accepted, AskedCall, CallName, Checkpoint, Clock, EffectEntry, PendingRequest, RunOwner, Slot, StoreError,
+    YieldRequest,
 };
 use codemode_telemetry::Telemetry;
 use codemode_vm::pool::{Death, WorkerProcess};
@@ -69,6 +70,8 @@ pub struct LiveRun {
     /// Pinged by each activity event of the current `wait` when progress keeps it waiting: a held collect then
     /// restarts the wait budget.
     kept_alive: Option<Arc<tokio::sync::Notify>>,
+    /// The contract digest of each catalog tool the run called, by callable name, kept with the checkpoint.
+    tool_contracts: BTreeMap<String, String>,
 }
 
 /// A decision on a call's approval, sent by the call's task to its run before the task ends.
@@ -80,6 +83,16 @@ pub(crate) struct Notice {
     pub(crate) at_ms: u64,
     /// Whether the call is write-class.
     pub(crate) write: bool,
+}
+
+/// A nested call starting (`on`) or ending a wait for a person (an elicitation relayed by the host), sent by the
+/// call's [`PauseSink`](codemode_bridge::PauseSink) with the time it happened.
+#[derive(Debug)]
+pub(crate) struct Hold {
+    pub(crate) id: u32,
+    pub(crate) on: bool,
+    /// When (epoch ms, the engine's clock).
+    pub(crate) at_ms: u64,
 }
 
 /// What a run keeps about approvals.
@@ -94,17 +107,23 @@ struct RunApprovals {
     turn: Arc<tokio::sync::Mutex<()>>,
     notices: mpsc::UnboundedSender<Notice>,
     received: mpsc::UnboundedReceiver<Notice>,
+    /// The pauses of nested calls waiting for a person (elicitations), sent by their tasks.
+    holds: mpsc::UnboundedSender<Hold>,
+    held: mpsc::UnboundedReceiver<Hold>,
 }
 
 impl RunApprovals {
     fn new(options: RunOptions, approved: BTreeSet<String>) -> Self {
         let (notices, received) = mpsc::unbounded_channel();
+        let (holds, held) = mpsc::unbounded_channel();
         RunApprovals {
             options,
             approved: Arc::new(Mutex::new(approved)),
             turn: Arc::new(tokio::sync::Mutex::new(())),
             notices,
             received,
+            holds,
+            held,
         }
     }
 }
@@ -117,6 +136,8 @@ pub(crate) struct ApprovalParts<'a> {
     pub(crate) approved: &'a Arc<Mutex<BTreeSet<String>>>,
     pub(crate) turn: &'a Arc<tokio::sync::Mutex<()>>,
     pub(crate) notices: &'a mpsc::UnboundedSender<Notice>,
+    /// Where a call's pause sink sends its holds, and the clock that dates them.
+    pub(crate) holds: (&'a mpsc::UnboundedSender<Hold>, &'a Arc<dyn Clock>),
 }
 
 /// How long a parked run may keep its worker before the pool starts a replacement.
@@ -284,6 +305,7 @@ async fn exec_run(inner: Arc<Inner>, input: ExecInput, scope: RunScope, options:
         activity,
         call_names: Vec::new(),
         kept_alive: None,
+        tool_contracts: BTreeMap::new(),
     };
     crate::trace::record_run_id(&run.run_id);
     // The run takes a place under the cap of suspended runs only when it first dispatches host work.
@@ -398,6 +420,7 @@ fn checkpoint_of(inner: &Inner, run: &LiveRun, reason: WaitReason) -> Checkpoint
     checkpoint.idempotency_key = run.idempotency.clone();
     checkpoint.activity = run.activity.log();
     checkpoint.call_names = run.call_names.clone();
+    checkpoint.tool_contracts = run.tool_contracts.clone();
     checkpoint
 }
 
@@ -575,11 +598,7 @@ async fn wait_run(
     options: RunOptions,
     span: &tracing::Span,
 ) -> CodeModeResult {
-    let tools_digest = inner.tools_digest.clone();
-    let resumable = |checkpoint: &Checkpoint| {
-        // Tools are never re-executed by replay, but a changed catalog would give the program other tools.
-        if checkpoint.tools_digest == tools_digest { Ok(()) } else { Err(StoreError::DifferentCatalog) }
-    };
+    let resumable = |checkpoint: &Checkpoint| resumable_under(&inner, checkpoint);
     let caller = owner_of(&scope);
     let resumed = match inner.runs.begin_resume_if(run_id, &caller, resumable).await {
         Ok(resumed) => resumed,
@@ -636,6 +655,7 @@ async fn wait_run(
                 activity,
                 call_names: checkpoint.call_names.clone(),
                 kept_alive: None,
+                tool_contracts: checkpoint.tool_contracts.clone(),
             }
         }
     };
@@ -686,6 +706,32 @@ async fn wait_run(
         }
         Stop::Park(reason) => park(inner.clone(), run, slot, reason).await,
     }
+}
+
+/// Whether a parked run may resume under this engine's catalog: always under the catalog it parked under; under
+/// another (tools added, removed or changed since), only while every tool it called exists with the same contract,
+/// since a replay or the rest of the program would otherwise meet a tool it was not written for. Tools it has not
+/// called yet are looked up as it calls them.
+fn resumable_under(inner: &Inner, checkpoint: &Checkpoint) -> Result<(), StoreError> {
+    if checkpoint.tools_digest == inner.tools_digest {
+        return Ok(());
+    }
+    for (tool, digest) in &checkpoint.tool_contracts {
+        let change = match inner.catalog.by_callable(tool).or_else(|| mcp_entry(inner, tool)) {
+            None => "was removed",
+            Some(entry) if entry.contract_digest() != *digest => "changed its input schema",
+            Some(_) => continue,
+        };
+        return Err(StoreError::ToolChanged { tool: tool.clone(), change: change.to_owned() });
+    }
+    Ok(())
+}
+
+/// The catalog entry of an MCP tool by its callable name `MCP.<server>.<tool>`.
+fn mcp_entry<'a>(inner: &'a Inner, callable: &str) -> Option<&'a codemode_catalog::CatalogEntry> {
+    let rest = callable.strip_prefix("MCP.")?;
+    let (global, js_name) = rest.split_once('.')?;
+    inner.catalog.mcp_tool(global, js_name)
 }
 
 /// The error an authenticated caller sees: another owner's run reads as an unknown one, and so does a run being
@@ -955,6 +1001,7 @@ async fn drive(inner: &Arc<Inner>, run: &mut LiveRun, slot: &mut Option<Slot<Liv
                     host_failed: &mut run.machine.host_failed,
                     asked: &mut asked,
                     call_names: &mut run.call_names,
+                    tool_contracts: &mut run.tool_contracts,
                     approvals: ApprovalParts {
                         approver: if options.approver.is_some() { &options.approver } else { &inner.approver },
                         answers: &options.answers,
@@ -962,6 +1009,7 @@ async fn drive(inner: &Arc<Inner>, run: &mut LiveRun, slot: &mut Option<Slot<Liv
                         approved: &run.approvals.approved,
                         turn: &run.approvals.turn,
                         notices: &run.approvals.notices,
+                        holds: (&run.approvals.holds, &inner.clock),
                     },
                     progress,
                     redactor: &inner.redactor,
@@ -1071,6 +1119,9 @@ fn take_notices(run: &mut LiveRun) {
     while let Ok(notice) = run.approvals.received.try_recv() {
         run.machine.approval_decided(notice.id, notice.decision, notice.at_ms, notice.write);
     }
+    while let Ok(hold) = run.approvals.held.try_recv() {
+        run.machine.hold_changed(hold.id, hold.on, hold.at_ms);
+    }
 }
 
 fn accept(inner: &Inner, run: &mut LiveRun, joined: Result<Settlement, tokio::task::JoinError>) {
@@ -1127,6 +1178,8 @@ pub(crate) struct RunParts<'a> {
     pub(crate) asked: &'a mut Vec<AskedCall>,
     /// The tool each nested call named (for the spans of a replay).
     pub(crate) call_names: &'a mut Vec<CallName>,
+    /// The contract digest of each catalog tool the run called.
+    pub(crate) tool_contracts: &'a mut BTreeMap<String, String>,
     /// Who decides approvals in this call, and what was decided.
     pub(crate) approvals: ApprovalParts<'a>,
     /// Receives the progress tool hosts report for the run's calls.

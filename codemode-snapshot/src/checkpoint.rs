@@ -213,6 +213,11 @@ pub struct Checkpoint {
     /// delivers from the journal with them (its `execute_tool` spans), since replay never runs them again.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub call_names: Vec<CallName>,
+    /// The contract digest (`CatalogEntry::contract_digest`) of every catalog tool the run called, by callable
+    /// name: under a rebuilt catalog (tools added, removed or changed upstream) the run resumes only while each of
+    /// these tools still exists with the same digest.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub tool_contracts: std::collections::BTreeMap<String, String>,
     /// Where checkpoints written before these fields were typed kept them, `{"yield": .., "untrusted": ..}`; read
     /// only, and moved into the fields by [`Checkpoint::decode`].
     #[serde(rename = "extra", default, skip_serializing)]
@@ -316,6 +321,7 @@ impl Checkpoint {
             idempotency_key: None,
             activity: ActivityLog::default(),
             call_names: Vec::new(),
+            tool_contracts: std::collections::BTreeMap::new(),
             legacy_extra: None,
         }
     }

@@ -27,6 +27,19 @@ pub enum StoreError {
     /// parked for a caller with that catalog.
     #[error("code mode run was started with a different tool catalog and cannot be resumed here.")]
     DifferentCatalog,
+    /// The run called a tool that this engine's catalog no longer has, or has with another contract (an upstream
+    /// server changed its tools): a resume could replay or go on with a tool the program was not written for. The
+    /// run stays parked until its TTL, for an engine whose tools still match (another replica).
+    #[error(
+        "code mode run called {tool}, which {change} since it started; the run cannot resume with these tools. \
+         Read the tool's declaration again and run the program again with exec."
+    )]
+    ToolChanged {
+        /// The tool's callable name (`MCP.<server>.<tool>` or the global).
+        tool: String,
+        /// What happened to it: "was removed" or "changed its input schema".
+        change: String,
+    },
     /// Another resume of this run is in flight.
     #[error("code mode run is already being resumed.")]
     AlreadyResuming,
@@ -130,6 +143,7 @@ impl StoreError {
             | StoreError::DifferentAgentRun
             | StoreError::DifferentSession
             | StoreError::AlreadyResuming
+            | StoreError::ToolChanged { .. }
             | StoreError::KeyLength { .. }
             | StoreError::ValueTooLarge { .. }
             | StoreError::TooManyKeys { .. } => ErrorCode::InvalidInput,

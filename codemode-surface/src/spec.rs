@@ -156,6 +156,7 @@ independent calls. A failed call throws; catch it to recover (an unhandled rejec
 gives exact types.
 - text(v), json(v) and console.log add output; `await store(key, value)` and `await load(key)` keep small JSON \
 across cells.
+- attach(block) hands an MCP content block from a tool result (image, audio, resource_link) to the caller.
 - setTimeout and clearTimeout work; `await yield_control(reason)` pauses and returns status \"waiting\".
 - `-> ?` means unknown output: return that call's raw value and compose in a later cell; never guess its fields.
 The result has status completed, waiting or failed; for waiting, call wait with its runId: one wait covers a tool \

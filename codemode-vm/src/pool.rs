@@ -216,7 +216,15 @@ pub struct WorkerPool {
     /// The `Configure` message each worker gets first, serialized once.
     configure: Option<Arc<Vec<u8>>>,
     idle: Mutex<Vec<WorkerProcess>>,
+    /// This pool's id, which its workers carry: a worker is only ever checked in to the pool that started it (its
+    /// contexts carry that pool's globals).
+    id: u64,
+    /// Set by [`WorkerPool::retire`]: the pool starts and keeps no more workers.
+    retired: std::sync::atomic::AtomicBool,
 }
+
+/// The id of the next pool.
+static NEXT_POOL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl WorkerPool {
     /// A pool that starts workers with `config`; call [`WorkerPool::fill`] to start them ahead of need.
@@ -227,7 +235,21 @@ impl WorkerPool {
             line.push(b'\n');
             Arc::new(line)
         });
-        Arc::new(WorkerPool { config, configure, idle: Mutex::new(Vec::new()) })
+        let id = NEXT_POOL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let retired = std::sync::atomic::AtomicBool::new(false);
+        Arc::new(WorkerPool { config, configure, idle: Mutex::new(Vec::new()), id, retired })
+    }
+
+    /// Stops the idle workers and keeps no more: the engine replaced this pool (its catalog changed). Workers still
+    /// checked out end with their cell or parked run.
+    pub fn retire(&self) {
+        self.retired.store(true, std::sync::atomic::Ordering::SeqCst);
+        // Dropping a worker kills its process.
+        self.idle.lock().expect("pool lock").clear();
+    }
+
+    fn is_retired(&self) -> bool {
+        self.retired.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The pool's settings.
@@ -302,7 +324,7 @@ impl WorkerPool {
     /// When a worker cannot be started.
     pub fn fill(&self) -> Result<(), PoolError> {
         loop {
-            if self.idle.lock().expect("pool lock").len() >= self.config.warm {
+            if self.is_retired() || self.idle.lock().expect("pool lock").len() >= self.config.warm {
                 return Ok(());
             }
             let worker = self.spawn()?;
@@ -341,8 +363,12 @@ impl WorkerPool {
     }
 
     /// Returns a worker whose cell ended cleanly; its next context is already being built. Workers beyond `warm`
-    /// are stopped.
+    /// are stopped, and so are workers of another pool (a parked run's worker from before the catalog changed) and
+    /// every worker of a retired pool.
     pub fn checkin(&self, worker: WorkerProcess) {
+        if worker.pool != self.id || self.is_retired() {
+            return;
+        }
         let mut idle = self.idle.lock().expect("pool lock");
         if idle.len() < self.config.warm.max(1) {
             idle.push(worker);
@@ -445,6 +471,7 @@ impl WorkerPool {
             message: Vec::new(),
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             confinement: None,
+            pool: self.id,
         })
     }
 }
@@ -599,6 +626,8 @@ pub struct WorkerProcess {
     max_message_bytes: usize,
     /// What the worker reported in its first message, once read.
     confinement: Option<ConfinementReport>,
+    /// The id of the pool that started it.
+    pool: u64,
 }
 
 impl WorkerProcess {

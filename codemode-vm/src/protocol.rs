@@ -16,7 +16,7 @@ use crate::confine::ConfinementReport;
 /// renamed or given another meaning, including in the bridge types the messages carry): a host and a worker built
 /// from different versions then refuse each other up front instead of misreading each other mid-cell. Changes that
 /// only the sending side sees (a comment, a new optional field the other side ignores) need no bump.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// What a worker announces about itself before anything else, so the host can refuse it before it serves a cell.
 ///

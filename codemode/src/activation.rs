@@ -48,6 +48,6 @@ pub fn model_tools(
     }
     let engine = engine?;
     let surface = engine.surface();
-    check_payload(&surface, &approved_direct(engine.catalog()))?;
+    check_payload(&surface, &approved_direct(&engine.catalog()))?;
     Ok(ModelTools { tools: surface, code_mode_engaged: true })
 }

@@ -360,16 +360,24 @@ impl CodeModeBuilder {
             redactor: Arc::new(self.redactor.unwrap_or_default()),
             activity: self.activity,
         });
-        codemode_run::start_sweeper(&inner, self.live_window.unwrap_or(DEFAULT_LIVE_WINDOW));
+        let live_window = self.live_window.unwrap_or(DEFAULT_LIVE_WINDOW);
+        codemode_run::start_sweeper(&inner, live_window);
         // Only a store given with `store` can change under this process (another engine or replica shares it); a
         // local fleet's wake-ups are this engine's own parks and finishes, which the listener would look up and
         // ignore at the cost of waking a runtime thread twice per suspend and resume.
         if shared {
             codemode_run::start_listener(&inner);
         }
-        let per_run =
-            Arc::new(PerRun { tools: self.tools, options, pool: pool_config, recent: Mutex::new(Vec::new()) });
-        Ok(CodeMode { inner, per_run })
+        let per_run = Arc::new(PerRun {
+            tools: Mutex::new(self.tools),
+            options,
+            pool: pool_config,
+            recent: Mutex::new(Vec::new()),
+            limits: inner.limits.clone(),
+            live_window,
+            shared,
+        });
+        Ok(CodeMode { inner: Arc::new(Current(std::sync::RwLock::new(inner))), per_run })
     }
 }
 
@@ -484,11 +492,49 @@ pub const PER_RUN_CATALOGS: usize = 4;
 /// What an engine keeps to build the catalog of a run with client tools: its own tools, the catalog options and
 /// the pool settings, and the catalogs built lately.
 struct PerRun {
-    tools: Vec<ToolDefinition>,
+    /// The engine's own tools, as last set ([`CodeModeBuilder::tools`], [`CodeMode::set_tools`]).
+    tools: Mutex<Vec<ToolDefinition>>,
     options: CatalogOptions,
     pool: PoolConfig,
-    /// `(digest of the client tools, the run state over their catalog)`, most recently used last.
+    /// `(digest of the client tools and the engine's catalog, the run state over their catalog)`, most recently
+    /// used last.
     recent: Mutex<Vec<(String, Arc<Inner>)>>,
+    /// The limits every run obeys (they never change).
+    limits: Limits,
+    /// How long a parked run keeps its worker, for the housekeeping of a rebuilt catalog.
+    live_window: Duration,
+    /// Whether the run store was given with `store` (shared): a rebuilt catalog's state listens for its changes.
+    shared: bool,
+}
+
+/// The engine's current run state: replaced whole when its tools change ([`CodeMode::set_tools`]). A cell reads it
+/// once, as it starts (one uncontended read lock and an `Arc` clone), and keeps that state to its end.
+struct Current(std::sync::RwLock<Arc<Inner>>);
+
+impl Current {
+    fn get(&self) -> Arc<Inner> {
+        self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    fn set(&self, inner: Arc<Inner>) -> Arc<Inner> {
+        std::mem::replace(&mut *self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner), inner)
+    }
+}
+
+/// The engine's catalog as it is now; it stays valid (and unchanged) while held, even if the tools change meanwhile.
+pub struct CatalogRef(Arc<Inner>);
+
+impl std::ops::Deref for CatalogRef {
+    type Target = Catalog;
+    fn deref(&self) -> &Catalog {
+        &self.0.catalog
+    }
+}
+
+impl std::fmt::Debug for CatalogRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CatalogRef").field("tools", &self.0.catalog.len()).finish()
+    }
 }
 
 /// How long a parked run keeps its live worker by default.
@@ -498,13 +544,13 @@ const DEFAULT_LIVE_WINDOW: Duration = Duration::from_secs(30);
 /// tools, a catalog and a pool per recent client-tool set, over the same stores).
 #[derive(Clone)]
 pub struct CodeMode {
-    inner: Arc<Inner>,
+    inner: Arc<Current>,
     per_run: Arc<PerRun>,
 }
 
 impl std::fmt::Debug for CodeMode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CodeMode").field("tools", &self.inner.catalog.len()).finish_non_exhaustive()
+        f.debug_struct("CodeMode").field("tools", &self.inner.get().catalog.len()).finish_non_exhaustive()
     }
 }
 
@@ -516,23 +562,64 @@ impl CodeMode {
 
     /// The tool list the model sees: `exec`, `wait` and the direct-only tools.
     pub fn surface(&self) -> Vec<ToolSpec> {
-        codemode_surface::visible_tools(&self.inner.catalog, &self.inner.limits)
+        let inner = self.inner.get();
+        codemode_surface::visible_tools(&inner.catalog, &inner.limits)
     }
 
     /// What the engine holds right now: parked runs, the worker processes they keep, idle workers.
     pub fn stats(&self) -> EngineStats {
-        let (parked_runs, parked_with_worker) = self.inner.runs.parked_counts(codemode_run::LiveRun::holds_worker);
-        EngineStats { parked_runs, parked_with_worker, idle_workers: self.inner.pool.idle_count() }
+        let inner = self.inner.get();
+        let (parked_runs, parked_with_worker) = inner.runs.parked_counts(codemode_run::LiveRun::holds_worker);
+        EngineStats { parked_runs, parked_with_worker, idle_workers: inner.pool.idle_count() }
     }
 
-    /// The run's catalog.
-    pub fn catalog(&self) -> &Catalog {
-        &self.inner.catalog
+    /// The engine's catalog as it is now.
+    pub fn catalog(&self) -> CatalogRef {
+        CatalogRef(self.inner.get())
     }
 
     /// The limits runs obey.
     pub fn limits(&self) -> &Limits {
-        &self.inner.limits
+        &self.per_run.limits
+    }
+
+    /// Replaces the engine's tools (an MCP server's tool list changed, say): the catalog, the `.d.ts` files, the
+    /// surface and the guest globals of every cell that starts from now on. Cells already running keep the catalog
+    /// they started with. A parked run resumes under the new catalog while every tool it called still exists with
+    /// the same contract (name and input schema); otherwise its `wait` fails with `invalid_input` naming the tool.
+    /// Returns whether anything changed (the same tools again rebuild nothing).
+    ///
+    /// It starts the new catalog's workers in the background and stops the idle workers of the old one.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Catalog`] when the new tools cannot be cataloged; the engine keeps its tools then.
+    pub fn set_tools(&self, tools: Vec<ToolDefinition>) -> Result<bool, Error> {
+        let per_run = &self.per_run;
+        // Locks in the order `inner_for` takes them: the client-tool catalogs, then the tools.
+        let mut recent = per_run.recent.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut own = per_run.tools.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if serde_json::to_value(&*own).ok() == serde_json::to_value(&tools).ok() {
+            return Ok(false);
+        }
+        let catalog = Catalog::build(tools.clone(), per_run.options.clone())?;
+        let pool =
+            WorkerPool::new(PoolConfig { globals: Some(Arc::new(guest_globals(&catalog))), ..per_run.pool.clone() });
+        let base = self.inner.get();
+        let inner = Arc::new(derived(&base, catalog, pool.clone()));
+        pool.replenish();
+        codemode_run::start_sweeper(&inner, per_run.live_window);
+        if per_run.shared {
+            codemode_run::start_listener(&inner);
+        }
+        let old = self.inner.set(inner);
+        old.pool.retire();
+        // The client-tool catalogs were built over the old tools.
+        for (_, stale) in recent.drain(..) {
+            stale.pool.retire();
+        }
+        *own = tools;
+        Ok(true)
     }
 
     /// Runs one cell: `input` is exec's input object (`{title, code, ...}`).
@@ -544,7 +631,7 @@ impl CodeMode {
     pub async fn exec_with(&self, input: serde_json::Value, scope: RunScope, options: &ExecOptions) -> CodeModeResult {
         let inner = match self.inner_for(options) {
             Ok(inner) => inner,
-            Err(e) => return codemode_run::input_failure(&self.inner, &scope, e.to_string()),
+            Err(e) => return codemode_run::input_failure(&self.inner.get(), &scope, e.to_string()),
         };
         let title = input.get("title").and_then(serde_json::Value::as_str).map(|t| t.trim().to_owned());
         match Self::exec_input(&input) {
@@ -566,13 +653,14 @@ impl CodeMode {
     /// The run state over the catalog of `options`' client tools: the engine's own without client tools, else a
     /// recent one for the same set, else a new catalog and pool sharing the engine's host and stores.
     fn inner_for(&self, options: &ExecOptions) -> Result<Arc<Inner>, Error> {
+        let base = self.inner.get();
         if options.client_tools.is_empty() {
-            return Ok(self.inner.clone());
+            return Ok(base);
         }
         let key = {
             use sha2::{Digest, Sha256};
             let text = serde_json::to_vec(&options.client_tools).expect("tool definitions serialize to JSON");
-            hex::encode(&Sha256::digest(&text)[..16])
+            format!("{}{}", hex::encode(&Sha256::digest(&text)[..16]), base.tools_digest)
         };
         let per_run = &self.per_run;
         let mut recent = per_run.recent.lock().expect("per-run catalogs lock");
@@ -582,7 +670,7 @@ impl CodeMode {
             recent.push(entry);
             return Ok(inner);
         }
-        let mut tools = per_run.tools.clone();
+        let mut tools = per_run.tools.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
         tools.extend(options.client_tools.iter().cloned().map(|t| t.source(ToolSource::Client)));
         let catalog = Catalog::build(tools, per_run.options.clone())?;
         let pool = WorkerPool::new(PoolConfig {
@@ -590,27 +678,7 @@ impl CodeMode {
             warm: 1,
             ..per_run.pool.clone()
         });
-        let base = &self.inner;
-        let inner = Arc::new(Inner {
-            limits: base.limits.clone(),
-            tools_digest: tools_digest(&catalog),
-            catalog,
-            host: base.host.clone(),
-            pool,
-            runs: base.runs.clone(),
-            sessions: base.sessions.clone(),
-            replay_on_resume: base.replay_on_resume,
-            results: base.results.clone(),
-            clock: base.clock.clone(),
-            entropy: base.entropy.clone(),
-            scopes: base.scopes.clone(),
-            progress: base.progress.clone(),
-            journals: base.journals.clone(),
-            waits: base.waits.clone(),
-            approver: base.approver.clone(),
-            redactor: base.redactor.clone(),
-            activity: base.activity.clone(),
-        });
+        let inner = Arc::new(derived(&base, catalog, pool));
         if recent.len() >= PER_RUN_CATALOGS {
             recent.remove(0);
         }
@@ -652,7 +720,7 @@ impl CodeMode {
         tokio::select! {
             biased;
             result = self.exec_with(input, scope, options) => result,
-            () = cancelled => codemode_run::cancelled(&self.inner, &caller),
+            () = cancelled => codemode_run::cancelled(&self.inner.get(), &caller),
         }
     }
 
@@ -666,7 +734,7 @@ impl CodeMode {
     pub async fn wait_with(&self, input: serde_json::Value, scope: RunScope, options: &ExecOptions) -> CodeModeResult {
         let inner = match self.inner_for(options) {
             Ok(inner) => inner,
-            Err(e) => return codemode_run::input_failure(&self.inner, &scope, e.to_string()),
+            Err(e) => return codemode_run::input_failure(&self.inner.get(), &scope, e.to_string()),
         };
         match codemode_surface::parse_wait_input(&input) {
             Ok(input) => {
@@ -707,14 +775,38 @@ impl CodeMode {
         tokio::select! {
             biased;
             result = self.wait_with(input, scope, options) => result,
-            () = cancelled => codemode_run::cancelled(&self.inner, &caller),
+            () = cancelled => codemode_run::cancelled(&self.inner.get(), &caller),
         }
     }
 
     /// Cancels a run's pending host work and drops it; a later `wait` fails as unavailable. A `wait` resuming the
     /// run meanwhile ends `aborted` too; both results carry the run's final telemetry.
     pub async fn abort(&self, run_id: &str) -> CodeModeResult {
-        codemode_run::abort(self.inner.clone(), run_id).await
+        codemode_run::abort(self.inner.get(), run_id).await
+    }
+}
+
+/// The run state over `catalog` and `pool`, sharing everything else (host, stores, clock, hooks) with `base`.
+fn derived(base: &Inner, catalog: Catalog, pool: Arc<WorkerPool>) -> Inner {
+    Inner {
+        limits: base.limits.clone(),
+        tools_digest: tools_digest(&catalog),
+        catalog,
+        host: base.host.clone(),
+        pool,
+        runs: base.runs.clone(),
+        sessions: base.sessions.clone(),
+        replay_on_resume: base.replay_on_resume,
+        results: base.results.clone(),
+        clock: base.clock.clone(),
+        entropy: base.entropy.clone(),
+        scopes: base.scopes.clone(),
+        progress: base.progress.clone(),
+        journals: base.journals.clone(),
+        waits: base.waits.clone(),
+        approver: base.approver.clone(),
+        redactor: base.redactor.clone(),
+        activity: base.activity.clone(),
     }
 }
 
@@ -757,6 +849,11 @@ fn tools_digest(catalog: &Catalog) -> String {
         hasher.update(server.global_name.as_bytes());
         for tool in &server.tools {
             hasher.update(tool.js_name.as_bytes());
+            // An MCP tool whose definition changed upstream is another tool too.
+            if let Some(entry) = catalog.mcp_tool(&server.global_name, &tool.js_name) {
+                hasher.update(serde_json::to_vec(&entry.definition).expect("tool definitions serialize"));
+            }
+            hasher.update([0]);
         }
     }
     hex::encode(&hasher.finalize()[..8])

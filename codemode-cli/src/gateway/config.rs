@@ -76,6 +76,9 @@ pub struct GatewayConfig {
     pub store: Option<StoreConfig>,
     /// Where traces and metrics go (`[telemetry]`); the `OTEL_EXPORTER_OTLP_*` variables take precedence.
     pub telemetry: TelemetryConfig,
+    /// What an upstream server's `sampling/createMessage` gets (`sampling`: `refuse`, the default, or `client`,
+    /// which passes it to the gateway's client when that client declared sampling).
+    pub sampling: super::relay::Sampling,
 }
 
 /// The `[telemetry]` table: OpenTelemetry export (docs/observability.md), the activity record on results and what
@@ -183,8 +186,8 @@ enum Format {
     Json,
 }
 
-const TOML_TOP_KEYS: [&str; 8] =
-    ["limits", "servers", "state_dir", "confinement", "policy", "auth", "store", "telemetry"];
+const TOML_TOP_KEYS: [&str; 9] =
+    ["limits", "servers", "state_dir", "confinement", "policy", "auth", "store", "telemetry", "sampling"];
 const TOML_SERVER_KEYS: [&str; 7] = ["command", "args", "env", "url", "startup", "deny", "direct"];
 
 impl GatewayConfig {
@@ -306,6 +309,17 @@ impl Checker<'_> {
                 ));
             }
         };
+        let sampling = match root.get("sampling").map(|v| v.as_str().and_then(super::relay::Sampling::parse)) {
+            None => super::relay::Sampling::default(),
+            Some(Some(sampling)) => sampling,
+            Some(None) => {
+                return Err(self.err(
+                    "sampling",
+                    "must be \"refuse\" or \"client\"",
+                    "keep \"refuse\" unless upstream servers may spend the client's model through sampling",
+                ));
+            }
+        };
         let policy = match root.get("policy") {
             None => Policy::allow_all(),
             Some(value) => Policy::from_json("policy", value).map_err(|e| match e {
@@ -374,6 +388,7 @@ impl Checker<'_> {
             auth,
             store,
             telemetry,
+            sampling,
         })
     }
 
@@ -976,7 +991,7 @@ url = "http://127.0.0.1:3001/mcp"
     fn unknown_top_key_suggests() {
         assert_eq!(
             toml_err("[server.a]\ncommand = \"x\"\n"),
-            "gw.toml: server: is not a known key (fix: did you mean `servers`? known keys: limits, servers, state_dir, confinement, policy, auth, store, telemetry)"
+            "gw.toml: server: is not a known key (fix: did you mean `servers`? known keys: limits, servers, state_dir, confinement, policy, auth, store, telemetry, sampling)"
         );
     }
 

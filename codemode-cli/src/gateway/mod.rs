@@ -1,13 +1,16 @@
 //! `codemode mcp`: an MCP server that wraps any set of MCP servers and offers them as `exec` + `wait`.
 //!
-//! `config` reads the file, `upstream` runs the wrapped servers and is the facade's `ToolHost`, `server` speaks MCP
-//! to the client over `stdio` (or Streamable HTTP, behind `auth` when `[auth]` is configured). This module only wires them; the code mode engine itself is the `codemode` facade. Invariant: after
+//! `config` reads the file, `upstream` runs the wrapped servers and is the facade's `ToolHost`, `relay` answers what
+//! those servers ask of their client (elicitation, sampling, tool list changes), `content` turns a program's
+//! attachments into content blocks, `server` speaks MCP to the client over `stdio` (or Streamable HTTP, behind `auth` when `[auth]` is configured). This module only wires them; the code mode engine itself is the `codemode` facade. Invariant: after
 //! start-up, nothing an upstream server or a guest program does can stop the gateway.
 
 pub mod approve;
 pub mod auth;
 pub mod config;
+pub mod content;
 pub mod notify;
+pub mod relay;
 pub mod server;
 pub mod stdio;
 pub mod tasks;

@@ -1,139 +1,20 @@
-//! What the gateway relays between its client and its upstream servers besides requests: progress and logging.
+//! What the gateway sends its own client besides answers: progress and logging. [`ClientProgress`] turns a
+//! request's activity events (each nested call started and finished, and the upstream servers' own progress that
+//! `relay::UpstreamHandler` routes to the nested call) into `notifications/progress` on the client's progress token,
+//! and [`forward_logs`] sends the upstream log messages (broadcast by the relay) to the client while its `exec` or
+//! `wait` runs.
 //!
-//! Upstream to gateway: each upstream connection is served by an [`UpstreamClient`], which hands the server's
-//! `notifications/progress` to the nested call that sent the progress token (the [`ProgressSink`] of its
-//! `CallContext`, so the run's activity hook sees it) and broadcasts its `notifications/message` with the server's
-//! name as the logger. Gateway to client: [`ClientProgress`] turns a request's activity events into
-//! `notifications/progress` on the client's progress token, and [`forward_logs`] sends the upstream log messages to
-//! the client while its `exec` or `wait` runs.
-//!
-//! Invariant: a progress report reaches only the call whose token it names (tokens are per upstream connection, so
-//! the key is the server and the token), and a client's progress values only increase.
+//! Invariant: a client's progress values only increase, and none is sent after the request's answer.
 
 #![allow(deprecated)] // MCP logging (`notifications/message`) is deprecated by SEP-2577 but still what servers send.
 
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
-use codemode_bridge::ProgressSink;
 use codemode_telemetry::ActivityEvent;
-use rmcp::model::{
-    ClientCapabilities, ClientConfig, Implementation, LoggingLevel, LoggingMessageNotificationParam,
-    ProgressNotificationParam, ProgressToken,
-};
-use rmcp::service::NotificationContext;
-use rmcp::{ClientHandler, Peer, RoleClient, RoleServer};
+use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken};
+use rmcp::{Peer, RoleServer};
 use tokio::sync::{broadcast, mpsc, oneshot};
-
-/// How many upstream log messages wait for slow forwarders before the oldest are dropped.
-const LOG_BACKLOG: usize = 256;
-
-/// Upstream progress tokens of calls in flight, and the upstream log messages, shared by every connection.
-pub struct Relay {
-    /// (server, token) → where that call reports progress.
-    progress: Mutex<HashMap<(String, ProgressToken), ProgressSink>>,
-    logs: broadcast::Sender<LoggingMessageNotificationParam>,
-}
-
-impl std::fmt::Debug for Relay {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let calls = self.progress.lock().map_or(0, |p| p.len());
-        f.debug_struct("Relay").field("calls_with_progress", &calls).finish()
-    }
-}
-
-impl Default for Relay {
-    fn default() -> Self {
-        Relay { progress: Mutex::new(HashMap::new()), logs: broadcast::channel(LOG_BACKLOG).0 }
-    }
-}
-
-impl Relay {
-    /// Routes `server`'s progress for `token` to `sink` until the returned guard is dropped (the call answered or
-    /// was abandoned).
-    pub fn track(self: &Arc<Self>, server: &str, token: ProgressToken, sink: ProgressSink) -> Tracked {
-        let key = (server.to_owned(), token);
-        lock(&self.progress).insert(key.clone(), sink);
-        Tracked { relay: self.clone(), key: Some(key) }
-    }
-
-    /// The upstream log messages from now on, each with its server's name as `logger`.
-    pub fn logs(&self) -> broadcast::Receiver<LoggingMessageNotificationParam> {
-        self.logs.subscribe()
-    }
-
-    fn progress(&self, server: &str, params: ProgressNotificationParam) {
-        let sink = lock(&self.progress).get(&(server.to_owned(), params.progress_token.clone())).cloned();
-        if let Some(sink) = sink {
-            sink.report(params.progress, params.total, params.message);
-        }
-    }
-
-    fn log(&self, server: &str, mut params: LoggingMessageNotificationParam) {
-        // The upstream's own logger name, if any, stays visible after the server's.
-        params.logger = Some(match params.logger.take() {
-            Some(logger) if !logger.is_empty() => format!("{server}/{logger}"),
-            _ => server.to_owned(),
-        });
-        params.meta = None;
-        // No receiver (no client call in flight) drops the message.
-        let _ = self.logs.send(params);
-    }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// Stops routing one call's progress when dropped.
-pub struct Tracked {
-    relay: Arc<Relay>,
-    key: Option<(String, ProgressToken)>,
-}
-
-impl Drop for Tracked {
-    fn drop(&mut self) {
-        if let Some(key) = self.key.take() {
-            lock(&self.relay.progress).remove(&key);
-        }
-    }
-}
-
-/// The client side of one upstream connection: the gateway's client info, and the server's notifications relayed.
-#[derive(Clone)]
-pub struct UpstreamClient {
-    server: String,
-    relay: Arc<Relay>,
-}
-
-impl UpstreamClient {
-    /// The handler of a connection to `server`.
-    pub fn new(server: &str, relay: Arc<Relay>) -> Self {
-        UpstreamClient { server: server.to_owned(), relay }
-    }
-}
-
-impl ClientHandler for UpstreamClient {
-    fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(
-            ClientCapabilities::default(),
-            Implementation::new("codemode-gateway", env!("CARGO_PKG_VERSION")),
-        )
-    }
-
-    async fn on_progress(&self, params: ProgressNotificationParam, _context: NotificationContext<RoleClient>) {
-        self.relay.progress(&self.server, params);
-    }
-
-    async fn on_logging_message(
-        &self,
-        params: LoggingMessageNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        self.relay.log(&self.server, params);
-    }
-}
 
 /// A client request's progress: each activity event of its run becomes one `notifications/progress` on the
 /// request's token, in order, with a value that increases by one per event (the total is unknown). Once the request

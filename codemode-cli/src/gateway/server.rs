@@ -58,10 +58,10 @@ status is \"waiting\".";
 pub struct Gateway {
     code_mode: CodeMode,
     upstream: Arc<UpstreamManager>,
-    /// The model-visible tools, in the facade's order.
-    tools: Vec<Tool>,
-    /// Direct-only tool name on the surface → (server, upstream tool name).
-    direct: HashMap<String, (String, String)>,
+    /// The model-visible tools and where direct-only ones go; replaced when an upstream server's tools change.
+    surface: std::sync::RwLock<Arc<Surface>>,
+    /// The client sessions told when the visible tools change (`notifications/tools/list_changed`).
+    clients: std::sync::Mutex<Vec<rmcp::Peer<RoleServer>>>,
     /// Seals the `requestState` of input-required results (pending approvals).
     seal: StateSeal,
     /// Each principal's limits, with `[auth]`.
@@ -74,7 +74,46 @@ pub struct Gateway {
 
 impl std::fmt::Debug for Gateway {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Gateway").field("tools", &self.tools.len()).field("upstream", &self.upstream).finish()
+        f.debug_struct("Gateway").field("tools", &self.surface().tools.len()).field("upstream", &self.upstream).finish()
+    }
+}
+
+/// What the client sees of the gateway: its tools, in the facade's order, and the upstream target of each
+/// direct-only one.
+#[derive(Debug, Default)]
+struct Surface {
+    tools: Vec<Tool>,
+    /// Direct-only tool name on the surface → (server, upstream tool name).
+    direct: HashMap<String, (String, String)>,
+}
+
+impl Surface {
+    /// The surface of `code_mode` over the upstream tools `definitions`.
+    fn of(code_mode: &CodeMode, definitions: &[codemode_catalog::ToolDefinition]) -> Surface {
+        let mut direct_by_name: HashMap<String, (String, String)> = HashMap::new();
+        for def in definitions.iter().filter(|d| d.direct_only) {
+            if let Some(server) = &def.server {
+                direct_by_name.insert(def.name.clone(), (server.clone(), def.name.clone()));
+            }
+        }
+        let mut tools = Vec::new();
+        let mut direct = HashMap::new();
+        for spec in code_mode.surface() {
+            let schema = match spec.parameters {
+                Value::Object(map) => map,
+                _ => serde_json::Map::new(),
+            };
+            if let Some(target) = direct_by_name.get(&spec.name) {
+                direct.insert(spec.name.clone(), target.clone());
+            }
+            tools.push(Tool::new(spec.name, spec.description, Arc::new(schema)));
+        }
+        Surface { tools, direct }
+    }
+
+    /// The direct-only tools as the client lists them, for noticing a change.
+    fn direct_tools(&self) -> Vec<&Tool> {
+        self.tools.iter().filter(|t| self.direct.contains_key(t.name.as_ref())).collect()
     }
 }
 
@@ -88,12 +127,6 @@ impl Gateway {
     pub async fn start(config: &GatewayConfig, state_dir: Option<PathBuf>) -> Result<Arc<Gateway>, Error> {
         let upstream = Arc::new(UpstreamManager::start(config).await?);
         let definitions = upstream.tool_definitions();
-        let mut direct_by_name: HashMap<String, (String, String)> = HashMap::new();
-        for def in definitions.iter().filter(|d| d.direct_only) {
-            if let Some(server) = &def.server {
-                direct_by_name.insert(def.name.clone(), (server.clone(), def.name.clone()));
-            }
-        }
         let host: Arc<dyn ToolHost> = upstream.clone();
         let mut builder = CodeMode::builder();
         if let Some(store) = &config.store {
@@ -110,7 +143,7 @@ impl Gateway {
         let code_mode = builder
             .redactor(upstream.redactor().clone())
             .limits(config.limits.clone())
-            .tools(definitions)
+            .tools(definitions.clone())
             .host(host)
             .policy(config.policy.clone())
             .state_dir(if config.store.is_some() { None } else { state_dir })
@@ -118,18 +151,7 @@ impl Gateway {
             .worker(WorkerCommand::current_exe(&[WORKER_ARG]).map_err(|e| Error::Engine(e.to_string()))?)
             .build()
             .map_err(|e| Error::Engine(e.to_string()))?;
-        let mut tools = Vec::new();
-        let mut direct = HashMap::new();
-        for spec in code_mode.surface() {
-            let schema = match spec.parameters {
-                Value::Object(map) => map,
-                _ => serde_json::Map::new(),
-            };
-            if let Some(target) = direct_by_name.get(&spec.name) {
-                direct.insert(spec.name.clone(), target.clone());
-            }
-            tools.push(Tool::new(spec.name, spec.description, Arc::new(schema)));
-        }
+        let surface = std::sync::RwLock::new(Arc::new(Surface::of(&code_mode, &definitions)));
         let seal = match std::env::var(REQUEST_STATE_KEY_VAR) {
             Ok(hex_key) => hex::decode(hex_key.trim())
                 .map_err(|e| e.to_string())
@@ -149,7 +171,68 @@ impl Gateway {
         let activity_in_result = config.telemetry.activity;
         // A task stays readable as long as a parked run stays resumable.
         let tasks = Arc::new(Tasks::new(std::time::Duration::from_secs(config.limits.snapshot_ttl_seconds)));
-        Ok(Arc::new(Gateway { code_mode, upstream, tools, direct, seal, limits, activity_in_result, tasks }))
+        let clients = std::sync::Mutex::new(Vec::new());
+        let gateway =
+            Arc::new(Gateway { code_mode, upstream, surface, clients, seal, limits, activity_in_result, tasks });
+        gateway.follow_tool_changes();
+        Ok(gateway)
+    }
+
+    /// Rebuilds the catalog whenever an upstream server's tools change (its `tools/list_changed`, or a restart with
+    /// other tools), until the gateway is dropped.
+    fn follow_tool_changes(self: &Arc<Self>) {
+        let Some(mut changed) = self.upstream.take_changes() else { return };
+        let gateway = Arc::downgrade(self);
+        tokio::spawn(async move {
+            while let Some(server) = changed.recv().await {
+                let mut servers = std::collections::BTreeSet::from([server]);
+                while let Ok(more) = changed.try_recv() {
+                    servers.insert(more);
+                }
+                let Some(gateway) = gateway.upgrade() else { return };
+                gateway.tools_changed(&servers).await;
+            }
+        });
+    }
+
+    /// Lists the tools of `servers` again and, when the catalog changed, rebuilds it for the next cell; tells every
+    /// client when the direct-only tools (the ones it sees besides exec and wait) changed.
+    async fn tools_changed(&self, servers: &std::collections::BTreeSet<String>) {
+        for server in servers {
+            if let Err(e) = self.upstream.refresh(server).await {
+                eprintln!("codemode gateway: MCP server \"{server}\" said its tools changed, but: {}", e.message);
+            }
+        }
+        let definitions = self.upstream.tool_definitions();
+        match self.code_mode.set_tools(definitions.clone()) {
+            Ok(false) => return,
+            Ok(true) => {}
+            Err(e) => {
+                eprintln!("codemode gateway: the new tools of {servers:?} cannot be cataloged, keeping the old: {e}");
+                return;
+            }
+        }
+        let surface = Arc::new(Surface::of(&self.code_mode, &definitions));
+        let old = std::mem::replace(
+            &mut *self.surface.write().unwrap_or_else(std::sync::PoisonError::into_inner),
+            surface.clone(),
+        );
+        if old.direct_tools() == surface.direct_tools() {
+            return;
+        }
+        let clients: Vec<_> = {
+            let mut clients = self.clients.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            clients.retain(|peer| !peer.is_transport_closed());
+            clients.clone()
+        };
+        for peer in clients {
+            let _ = peer.notify_tool_list_changed().await;
+        }
+    }
+
+    /// The client's view of the gateway now.
+    fn surface(&self) -> Arc<Surface> {
+        self.surface.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
     /// Each principal's limits, when `[auth]` is configured.
@@ -157,9 +240,9 @@ impl Gateway {
         self.limits.as_ref()
     }
 
-    /// The model-visible tools.
-    pub fn tools(&self) -> &[Tool] {
-        &self.tools
+    /// The model-visible tools, as they are now.
+    pub fn tools(&self) -> Vec<Tool> {
+        self.surface().tools.clone()
     }
 
     /// The upstream servers.
@@ -252,12 +335,16 @@ impl Gateway {
             "exec" => self.code_mode.exec_until_with(input, scope, &options, cancelled).await,
             "wait" => self.code_mode.wait_until_with(input, scope, &options, cancelled).await,
             _ => {
-                let Some((server, tool)) = self.direct.get(name) else {
+                let surface = self.surface();
+                let Some((server, tool)) = surface.direct.get(name) else {
                     return Err(ErrorData::invalid_params(
                         format!("unknown tool \"{name}\": this server offers {}", self.tool_names()),
                         None,
                     ));
                 };
+                // An elicitation of its server during the call reaches this client.
+                let _in_flight =
+                    self.upstream.relay().register_call(server, owner, Default::default(), Default::default());
                 return Ok(CallToolResponse::Complete(match self.upstream.call(server, tool, input).await {
                     Ok(result) => result,
                     Err(e) => CallToolResult::error(vec![ContentBlock::text(e.message)]),
@@ -334,7 +421,7 @@ impl Gateway {
     }
 
     fn tool_names(&self) -> String {
-        self.tools.iter().map(|t| t.name.as_ref()).collect::<Vec<_>>().join(", ")
+        self.surface().tools.iter().map(|t| t.name.as_ref()).collect::<Vec<_>>().join(", ")
     }
 }
 
@@ -377,17 +464,17 @@ fn redact_url(url: &str) -> String {
 }
 
 /// A `CodeModeResult` as an MCP tool result: compact JSON text, the same value as `structuredContent`, and
-/// `isError` for a failed run.
+/// `isError` for a failed run; the program's attachments follow the text as content blocks.
 pub fn code_mode_result(result: &CodeModeResult) -> CallToolResult {
-    let value = serde_json::to_value(result).unwrap_or_else(|e| {
+    let mut value = serde_json::to_value(result).unwrap_or_else(|e| {
         serde_json::json!({ "status": "failed", "code": "internal_error", "error": format!("unencodable result: {e}") })
     });
+    let attachments = super::content::take_attachments(&mut value, 1);
     let text = value.to_string();
-    let mut out = if result.as_failed().is_some() {
-        CallToolResult::error(vec![ContentBlock::text(text)])
-    } else {
-        CallToolResult::success(vec![ContentBlock::text(text)])
-    };
+    let mut content = vec![ContentBlock::text(text)];
+    content.extend(attachments);
+    let mut out =
+        if result.as_failed().is_some() { CallToolResult::error(content) } else { CallToolResult::success(content) };
     out.structured_content = Some(value);
     out
 }
@@ -496,9 +583,16 @@ impl ServerHandler for GatewayServer {
     // Logging is deprecated by SEP-2577, but clients on earlier revisions still receive upstream logs through it.
     #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_logging().enable_tools().enable_tasks().build())
-            .with_server_info(Implementation::new("codemode", env!("CARGO_PKG_VERSION")))
-            .with_instructions(INSTRUCTIONS)
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_logging()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .enable_tasks()
+                .build(),
+        )
+        .with_server_info(Implementation::new("codemode", env!("CARGO_PKG_VERSION")))
+        .with_instructions(INSTRUCTIONS)
     }
 
     async fn list_tools(
@@ -506,11 +600,18 @@ impl ServerHandler for GatewayServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.gateway.tools.clone()))
+        Ok(ListToolsResult::with_all_items(self.gateway.tools()))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.gateway.tools.iter().find(|t| t.name == name).cloned()
+        self.gateway.surface().tools.iter().find(|t| t.name == name).cloned()
+    }
+
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        // Told when the visible tools change; sessions gone since are dropped.
+        let mut clients = self.gateway.clients.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        clients.retain(|peer| !peer.is_transport_closed());
+        clients.push(context.peer);
     }
 
     async fn call_tool(
@@ -519,13 +620,21 @@ impl ServerHandler for GatewayServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let scope = self.scope(&context);
+        // While the call (or its task) runs, an upstream server's elicitation during one of its nested calls reaches
+        // this client.
+        let asker = super::relay::Asker::of(&context)
+            .map(|asker| self.gateway.upstream.relay().register_asker(scope.session_id.clone(), asker));
         let approvals = Channel::of(&context);
         if wants_task(&request, &context) {
             // Nobody can answer an input-required result inside a task: approvals then take the policy's fallback.
             let approvals = if matches!(approvals, Channel::InputRequired) { Channel::Nobody } else { approvals };
             let (gateway, meta, owner) = (self.gateway.clone(), context.meta.clone(), scope.session_id.clone());
             let task = self.gateway.tasks.spawn(owner, context.peer.clone(), move |cancel| {
-                gateway.task(request, meta, scope, approvals, cancel)
+                let operation = gateway.task(request, meta, scope, approvals, cancel);
+                async move {
+                    let _asker = asker;
+                    operation.await
+                }
             });
             return Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(task)));
         }

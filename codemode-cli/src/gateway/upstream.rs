@@ -4,11 +4,13 @@
 //! and the facade. Invariant: an upstream failure never escapes as anything but a `ToolError` for the one call it
 //! hit; a connection found dead is replaced on the next call, so the gateway outlives every upstream server.
 //!
-//! Tool lists are read once, at gateway start, for every server (the surface and the `.d.ts` files need them). A
-//! `lazy` server is stopped right after that listing and started again by the first call that needs it.
-//!
-//! Each connection's notifications go to the `notify::Relay`: a call's progress (on the token rmcp puts on every
-//! request) to the nested call's progress sink, log messages to the client calls in flight.
+//! Tool lists are read at gateway start, for every server (the surface and the `.d.ts` files need them), and again
+//! when a server says they changed (`notifications/tools/list_changed`) or is (re)started later: a change is
+//! reported through the [`Relay`] so the gateway rebuilds its catalog. A `lazy` server is stopped right after the
+//! start-up listing and started again by the first call that needs it. Each connection's handler is the relay's
+//! [`UpstreamHandler`]: elicitation and sampling relayed, list changes reported, a call's progress (on the token rmcp
+//! puts on every request) routed to the nested call's progress sink, log messages broadcast to the client calls in
+//! flight.
 
 use std::collections::BTreeMap;
 use std::process::Stdio;
@@ -33,14 +35,14 @@ use tracing::Instrument as _;
 
 use super::Error;
 use super::config::{GatewayConfig, ServerConfig, Startup, Transport};
-use super::notify::{Relay, UpstreamClient};
+use super::relay::{Relay, UpstreamHandler};
 
 /// How long an upstream server may take to start and answer `initialize`.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long listing a server's tools at gateway start may take.
 const LIST_TIMEOUT: Duration = Duration::from_secs(30);
 
-type Client = RunningService<RoleClient, UpstreamClient>;
+type Client = RunningService<RoleClient, UpstreamHandler>;
 
 struct Connection {
     client: Client,
@@ -52,11 +54,11 @@ struct Connection {
 struct Upstream {
     name: String,
     config: ServerConfig,
-    /// The server's tools minus the denied ones, as listed at gateway start.
-    tools: Vec<Tool>,
+    /// The server's tools minus the denied ones, as last listed.
+    tools: std::sync::RwLock<Vec<Tool>>,
     conn: Mutex<Option<Connection>>,
     generation: AtomicU64,
-    /// Where the connection's progress and log notifications go.
+    /// Where the connection's requests and notifications go.
     relay: Arc<Relay>,
 }
 
@@ -67,8 +69,10 @@ pub struct UpstreamManager {
     unavailable: BTreeMap<String, String>,
     /// What the gateway redacts in everything recorded for people ([`GatewayConfig::redactor`]).
     redactor: codemode::Redactor,
-    /// The servers' progress and log notifications.
+    /// Routes what upstream servers ask of the gateway; shared by every connection's handler.
     relay: Arc<Relay>,
+    /// The servers whose tools changed, until the gateway takes the receiver.
+    changed: std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<String>>>,
 }
 
 impl std::fmt::Debug for UpstreamManager {
@@ -90,7 +94,7 @@ impl UpstreamManager {
     ///
     /// [`Error::Config`] when `deny` or `direct` names a tool the server does not have.
     pub async fn start(config: &GatewayConfig) -> Result<UpstreamManager, Error> {
-        let relay = Arc::new(Relay::default());
+        let (relay, changed) = Relay::new(config.sampling);
         let started = futures::future::join_all(
             config.servers.iter().map(|(name, server)| start_one(name.clone(), server.clone(), relay.clone())),
         )
@@ -119,19 +123,46 @@ impl UpstreamManager {
             }
         }
         let redactor = config.redactor().map_err(Error::Engine)?;
-        Ok(UpstreamManager { servers, unavailable, redactor, relay })
+        let changed = std::sync::Mutex::new(Some(changed));
+        Ok(UpstreamManager { servers, unavailable, redactor, relay, changed })
     }
 
-    /// The servers' progress and log notifications.
+    /// What upstream servers' requests and notifications are routed by: the gateway registers each `exec`/`wait`'s
+    /// asker there, and reads the servers' log messages from it.
     pub fn relay(&self) -> &Arc<Relay> {
         &self.relay
+    }
+
+    /// The receiver of the names of servers whose tools changed; `None` after the first call.
+    pub fn take_changes(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<String>> {
+        self.changed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
+    }
+
+    /// Lists `server`'s tools again (after its `tools/list_changed`) and keeps them; whether they differ from the
+    /// tools it had. A server that is not running is left alone.
+    ///
+    /// # Errors
+    ///
+    /// An unknown server, or a listing that fails.
+    pub async fn refresh(&self, server: &str) -> Result<bool, ToolError> {
+        let up = self.upstream(server)?;
+        // A server that is not running (a lazy one, or one that stopped) is listed again when it starts.
+        let Some((peer, generation)) = up.live_peer().await else { return Ok(false) };
+        match tokio::time::timeout(LIST_TIMEOUT, peer.list_all_tools()).await {
+            Ok(Ok(listed)) => Ok(up.keep_tools(listed)),
+            Ok(Err(e)) => Err(up.failure(e, generation, "listing its tools").await),
+            Err(_) => Err(ToolError::new(format!(
+                "MCP server \"{server}\" took longer than {}s to list its tools",
+                LIST_TIMEOUT.as_secs()
+            ))),
+        }
     }
 
     /// The tools of every available server as catalog definitions (`source: mcp`), denied tools left out.
     pub fn tool_definitions(&self) -> Vec<ToolDefinition> {
         let mut out = Vec::new();
         for up in self.servers.values() {
-            for tool in &up.tools {
+            for tool in up.tools.read().unwrap_or_else(std::sync::PoisonError::into_inner).iter() {
                 let value = json!({
                     "name": tool.name,
                     "title": tool.title.clone().or_else(|| tool.annotations.as_ref().and_then(|a| a.title.clone())),
@@ -193,7 +224,7 @@ impl UpstreamManager {
         progress: Option<codemode_bridge::ProgressSink>,
     ) -> Result<CallToolResult, ToolError> {
         let up = self.upstream(server)?;
-        if !up.tools.iter().any(|t| t.name == tool) {
+        if !up.has_tool(tool) {
             return Err(ToolError::with_code(
                 "invalid_input",
                 format!("MCP server \"{server}\" has no tool \"{tool}\" (or it is denied by the gateway's config)"),
@@ -308,8 +339,13 @@ impl ToolHost for UpstreamManager {
                 format!("the gateway only runs MCP tools, and \"{tool}\" names no MCP server"),
             ));
         };
+        // While it runs, an elicitation of its server reaches the person behind its run and pauses the deadline.
+        let _in_flight = self.relay.register_call(server, cx.session_id.clone(), cx.pause.clone(), cx.abort.clone());
         let result = self.call_reporting(server, tool, args, Some(cx.progress)).await?;
-        Ok(guest_call_result(&result))
+        let mut value = guest_call_result(&result);
+        // Large image and audio bytes stay here; the program gets a handle to `attach`.
+        super::content::hand_off(&mut value);
+        Ok(value)
     }
 
     async fn namespace(&self, server: &str, op: &str, args: Value, cx: CallContext) -> Result<Value, ToolError> {
@@ -460,6 +496,27 @@ fn type_name(v: &Value) -> &'static str {
 }
 
 impl Upstream {
+    /// Whether the server offers `tool` (not denied), as last listed.
+    fn has_tool(&self, tool: &str) -> bool {
+        self.tools.read().unwrap_or_else(std::sync::PoisonError::into_inner).iter().any(|t| t.name == tool)
+    }
+
+    /// Keeps a new listing (denied tools left out); whether it differs from the tools the server had.
+    fn keep_tools(&self, listed: Vec<Tool>) -> bool {
+        let tools: Vec<Tool> = listed.into_iter().filter(|t| !self.config.deny.iter().any(|d| *d == t.name)).collect();
+        let mut kept = self.tools.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let same = serde_json::to_value(&*kept).ok() == serde_json::to_value(&tools).ok();
+        *kept = tools;
+        !same
+    }
+
+    /// A handle on the live connection, if there is one; nothing is started.
+    async fn live_peer(&self) -> Option<(rmcp::Peer<RoleClient>, u64)> {
+        let guard = self.conn.lock().await;
+        let conn = guard.as_ref().filter(|c| !c.client.is_transport_closed())?;
+        Some((conn.client.peer().clone(), conn.generation))
+    }
+
     /// A handle on a live connection, (re)starting the server when there is none or it died.
     async fn peer(&self) -> Result<(rmcp::Peer<RoleClient>, u64), ToolError> {
         let mut guard = self.conn.lock().await;
@@ -475,6 +532,12 @@ impl Upstream {
         })?;
         let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
         let peer = client.peer().clone();
+        // A server started again may offer other tools: its list is read again, and a change rebuilds the catalog.
+        if let Ok(Ok(listed)) = tokio::time::timeout(LIST_TIMEOUT, peer.list_all_tools()).await
+            && self.keep_tools(listed)
+        {
+            self.relay.tools_changed(&self.name);
+        }
         *guard = Some(Connection { client, generation, pid });
         Ok((peer, generation))
     }
@@ -522,13 +585,14 @@ async fn start_one(name: String, config: ServerConfig, relay: Arc<Relay>) -> Res
         }
     };
     let generation = AtomicU64::new(u64::from(conn.is_some()));
+    let tools = std::sync::RwLock::new(tools);
     Ok((Upstream { name, config, tools, conn: Mutex::new(conn), generation, relay }, all_names))
 }
 
 /// Opens one connection: spawns the child process (stdio) or connects to the URL, and runs `initialize`. The
-/// connection's notifications go to `relay`.
+/// connection's requests and notifications go to `relay`.
 async fn connect(name: &str, config: &ServerConfig, relay: &Arc<Relay>) -> Result<(Client, Option<u32>), String> {
-    let client_config = || UpstreamClient::new(name, relay.clone());
+    let handler = UpstreamHandler::new(name, relay.clone());
     let connecting = async {
         match &config.transport {
             Transport::Stdio { command, args, env } => {
@@ -542,7 +606,7 @@ async fn connect(name: &str, config: &ServerConfig, relay: &Arc<Relay>) -> Resul
                 if let Some(stderr) = stderr {
                     forward_stderr(name.to_owned(), stderr);
                 }
-                let client = client_config()
+                let client = handler
                     .serve(transport)
                     .await
                     .map_err(|e| format!("`{command}` did not complete the MCP handshake: {e}"))?;
@@ -550,8 +614,7 @@ async fn connect(name: &str, config: &ServerConfig, relay: &Arc<Relay>) -> Resul
             }
             Transport::Http { url } => {
                 let transport = StreamableHttpClientTransport::from_uri(url.as_str());
-                let client =
-                    client_config().serve(transport).await.map_err(|e| format!("cannot connect to {url}: {e}"))?;
+                let client = handler.serve(transport).await.map_err(|e| format!("cannot connect to {url}: {e}"))?;
                 Ok((client, None))
             }
         }

@@ -140,6 +140,7 @@ async fn drive(machine: &mut RunMachine, cell: &mut WorkerProcess, host: &mut Ho
                         output.push(match item {
                             OutputItem::Text { text } => text.clone(),
                             OutputItem::Json { value } => value.to_string(),
+                            OutputItem::Attachment { block } => block.to_string(),
                         });
                     }
                     machine.handle(Event::Worker(message));

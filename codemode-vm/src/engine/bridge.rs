@@ -350,11 +350,19 @@ fn cancel(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsVa
     Ok(JsValue::undefined())
 }
 
-/// `emit(kind, value)`: `text` shows a string as it is and encodes anything else; `json` encodes.
+/// `emit(kind, value)`: `text` shows a string as it is and encodes anything else; `json` encodes; `attach` encodes a
+/// content block and throws a `TypeError` for anything that is not one `attach` accepts.
 fn emit(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
     let kind = string_arg(args, 0);
     let item = match args.get(1).and_then(JsValue::as_string) {
         Some(text) if kind == "text" => OutputItem::Text { text: text.to_std_string_lossy() },
+        _ if kind == "attach" => {
+            let block = encode_arg(args.get(1), false, context)?;
+            if let Some(problem) = codemode_bridge::attachment_problem(&block) {
+                return Err(JsNativeError::typ().with_message(problem).into());
+            }
+            OutputItem::Attachment { block }
+        }
         _ => {
             let value = encode_arg(args.get(1), false, context)?;
             if kind == "json" {

@@ -260,6 +260,10 @@
   hidden(G, 'json', (value) => {
     emit('json', value);
   });
+  // An MCP content block (image, audio, resource link, embedded resource) for the caller, outside the value.
+  hidden(G, 'attach', (block) => {
+    emit('attach', block);
+  });
   hidden(G, 'store', (key, value) => bridge('store', { key: Str(key), value }));
   hidden(G, 'load', (key) => bridge('load', { key: Str(key) }));
   hidden(G, 'yield_control', (reason) => bridge('yield', { reason: reason === undefined ? null : Str(reason) }));

@@ -95,6 +95,7 @@ fn output_text(result: &CodeModeResult) -> String {
         match item {
             codemode::OutputItem::Text { text: t } => text.push_str(t),
             codemode::OutputItem::Json { value } => text.push_str(&value.to_string()),
+            codemode::OutputItem::Attachment { block } => text.push_str(&block.to_string()),
         }
         text.push('\n');
     }

@@ -125,8 +125,8 @@ async fn a_wait_under_another_catalog_leaves_the_run_for_its_own() {
     changed[0] = tool("echo", json!({ "type": "object", "properties": { "x": { "type": "string" } } }));
     let elsewhere = build_in(dir.path(), changed);
     let (code, error) = failure(&wait(&elsewhere, &id).await);
-    assert_eq!(code, "runtime_unavailable");
-    assert!(error.contains("different tool catalog"), "{error}");
+    assert_eq!(code, "invalid_input");
+    assert!(error.contains("echo") && error.contains("changed its input schema"), "{error}");
     assert_eq!(value(&wait(&home, &id).await), json!("resumed"));
 }
 

@@ -2,6 +2,7 @@
 
 mod activity;
 mod approvals;
+mod attach;
 mod bridge_roundtrip;
 mod client_tools;
 mod corpus;
@@ -14,4 +15,5 @@ mod host_integration;
 mod lifecycle;
 mod memory;
 mod support;
+mod tools_change;
 mod wait;

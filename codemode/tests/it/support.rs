@@ -109,6 +109,7 @@ pub fn texts(result: &CodeModeResult) -> Vec<String> {
         .map(|item| match item {
             codemode::OutputItem::Text { text } => text.clone(),
             codemode::OutputItem::Json { value } => value.to_string(),
+            codemode::OutputItem::Attachment { block } => block.to_string(),
         })
         .collect()
 }

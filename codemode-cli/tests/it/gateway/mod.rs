@@ -10,6 +10,7 @@ mod fleet;
 mod lines;
 mod otel;
 mod protocol;
+mod relay;
 mod upstream;
 
 use std::path::{Path, PathBuf};

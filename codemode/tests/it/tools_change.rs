@@ -1,0 +1,145 @@
+//! Tools that change while the engine runs (`CodeMode::set_tools`), and nested calls that wait for a person (the
+//! host's `CallContext::pause`): the next cell sees new tools, a parked run resumes while every tool it called is
+//! unchanged (live and by replay) and fails with `invalid_input` naming the tool otherwise, and a call's wait for a
+//! person pauses the deadline on a manual clock.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use codemode::bridge::{CallContext, ToolError, ToolHost};
+use codemode::snapshot::{Clock, ManualClock};
+use codemode::{CodeMode, CodeModeResult, Limits, RunScope, ToolDefinition};
+use serde_json::{Value, json};
+
+use crate::support::{failure, tool, value};
+
+async fn exec(engine: &CodeMode, code: &str) -> CodeModeResult {
+    engine.exec(json!({ "title": "tools change", "code": code }), RunScope::default()).await
+}
+
+async fn wait(engine: &CodeMode, run_id: &str) -> CodeModeResult {
+    engine.wait(json!({ "runId": run_id }), RunScope::default()).await
+}
+
+fn run_id(result: &CodeModeResult) -> String {
+    match result {
+        CodeModeResult::Waiting(w) => w.run_id.clone(),
+        other => panic!("expected waiting, got {}", serde_json::to_string_pretty(other).unwrap()),
+    }
+}
+
+/// Answers `echo` with its arguments and `greet` with a greeting.
+struct Host;
+
+#[async_trait]
+impl ToolHost for Host {
+    async fn call_tool(&self, tool: &str, args: Value, _cx: CallContext) -> Result<Value, ToolError> {
+        match tool {
+            "echo" => Ok(args),
+            "greet" => Ok(json!(format!("hello {}", args["who"].as_str().unwrap_or("you")))),
+            other => Err(ToolError::new(format!("no tool {other}"))),
+        }
+    }
+}
+
+fn echo() -> ToolDefinition {
+    tool("echo", json!({ "type": "object" }))
+}
+
+fn greet() -> ToolDefinition {
+    tool("greet", json!({ "type": "object", "properties": { "who": { "type": "string" } } }))
+}
+
+fn engine(replay: bool) -> CodeMode {
+    CodeMode::builder()
+        .limits(Limits { timeout_ms: 2_000, ..Limits::default() })
+        .tools(vec![echo()])
+        .host(Arc::new(Host))
+        .warm_workers(1)
+        .replay_on_resume(replay)
+        .build()
+        .expect("the engine builds (cargo build -p codemode-vm --bin codemode-worker)")
+}
+
+#[tokio::test]
+async fn the_next_cell_sees_a_tool_added_and_not_one_removed() {
+    let engine = engine(false);
+    let before = exec(&engine, "return typeof greet").await;
+    assert_eq!(value(&before), json!("undefined"));
+    assert!(!engine.set_tools(vec![echo()]).expect("catalog"), "the same tools change nothing");
+    assert!(engine.set_tools(vec![echo(), greet()]).expect("catalog"));
+    let surface = engine.surface();
+    assert!(surface[0].description.contains("greet"), "the exec description indexes the new tool");
+    assert!(engine.catalog().by_callable("greet").is_some());
+    let called = exec(&engine, "return await greet({ who: 'Ada' })").await;
+    assert_eq!(value(&called), json!("hello Ada"));
+    let declared = exec(&engine, "return (await API.read('tools/greet.d.ts')).content").await;
+    assert!(value(&declared).as_str().is_some_and(|d| d.contains("greet")), "{}", value(&declared));
+
+    // Removed again: the next cell has no such global.
+    assert!(engine.set_tools(vec![echo()]).expect("catalog"));
+    let gone = exec(&engine, "return typeof greet").await;
+    assert_eq!(value(&gone), json!("undefined"));
+}
+
+const CALL_THEN_YIELD: &str = "const a = await echo({ n: 1 }); await yield_control('look'); return a.n";
+
+#[tokio::test]
+async fn a_parked_run_resumes_when_the_tools_it_called_are_unchanged() {
+    for replay in [false, true] {
+        let engine = engine(replay);
+        let parked = exec(&engine, CALL_THEN_YIELD).await;
+        let id = run_id(&parked);
+        assert!(engine.set_tools(vec![echo(), greet()]).expect("catalog"));
+        let done = wait(&engine, &id).await;
+        assert_eq!(value(&done), json!(1), "replay: {replay}");
+    }
+}
+
+#[tokio::test]
+async fn a_parked_run_fails_naming_a_tool_that_changed_or_went() {
+    let changed = vec![tool("echo", json!({ "type": "object", "required": ["extra"] })), greet()];
+    for (new_tools, change) in [(changed, "changed its input schema"), (vec![greet()], "was removed")] {
+        let engine = engine(false);
+        let parked = exec(&engine, CALL_THEN_YIELD).await;
+        let id = run_id(&parked);
+        assert!(engine.set_tools(new_tools).expect("catalog"));
+        let (code, message) = failure(&wait(&engine, &id).await);
+        assert_eq!(code, "invalid_input", "{message}");
+        assert!(message.contains("echo") && message.contains(change), "{message}");
+    }
+}
+
+/// A host whose `ask` tool waits for a person: it holds the call's pause while the manual clock moves 10 s.
+struct Asking {
+    clock: Arc<ManualClock>,
+}
+
+#[async_trait]
+impl ToolHost for Asking {
+    async fn call_tool(&self, tool: &str, _args: Value, cx: CallContext) -> Result<Value, ToolError> {
+        assert_eq!(tool, "ask");
+        let paused = cx.pause.hold();
+        self.clock.advance(10_000);
+        drop(paused);
+        Ok(json!({ "answer": "yes" }))
+    }
+}
+
+#[tokio::test]
+async fn a_call_waiting_for_a_person_pauses_the_deadline() {
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let engine = CodeMode::builder()
+        .limits(Limits { timeout_ms: 3_000, ..Limits::default() })
+        .tools(vec![tool("ask", json!({ "type": "object" }))])
+        .host(Arc::new(Asking { clock: clock.clone() }))
+        .clock(clock.clone())
+        .warm_workers(1)
+        .build()
+        .expect("the engine builds");
+    let code = "const work = () => { let x = 0; for (let i = 0; i < 100000; i++) x += i % 7; return x }; \
+                const a = await ask({}); work(); const b = await ask({}); work(); return [a.answer, b.answer]";
+    let result = exec(&engine, code).await;
+    assert_eq!(value(&result), json!(["yes", "yes"]), "two 10 s questions in a 3 s cell");
+    assert_eq!(clock.now_ms(), 1_700_000_020_000);
+}
