@@ -129,6 +129,7 @@ impl Gateway {
         let definitions = upstream.tool_definitions();
         let host: Arc<dyn ToolHost> = upstream.clone();
         let mut builder = CodeMode::builder();
+        let mut shared: Option<Arc<dyn codemode::snapshot::FleetBackend>> = None;
         if let Some(store) = &config.store {
             // The state keys of `CODEMODE_STATE_KEY`/`CODEMODE_STATE_KEY_FILE` seal the rows, as they seal files.
             let keys = codemode::snapshot::Keyring::from_env()
@@ -138,7 +139,9 @@ impl Gateway {
             let pg = PgStore::connect(&store.url, options)
                 .await
                 .map_err(|e| Error::Engine(format!("[store] url {}: {e}", redact_url(&store.url))))?;
-            builder = builder.store(Arc::new(pg));
+            let pg: Arc<dyn codemode::snapshot::FleetBackend> = Arc::new(pg);
+            shared = Some(pg.clone());
+            builder = builder.store(pg);
         }
         let code_mode = builder
             .redactor(upstream.redactor().clone())
@@ -170,7 +173,7 @@ impl Gateway {
         });
         let activity_in_result = config.telemetry.activity;
         // A task stays readable as long as a parked run stays resumable.
-        let tasks = Arc::new(Tasks::new(std::time::Duration::from_secs(config.limits.snapshot_ttl_seconds)));
+        let tasks = Arc::new(Tasks::new(std::time::Duration::from_secs(config.limits.snapshot_ttl_seconds), shared));
         let clients = std::sync::Mutex::new(Vec::new());
         let gateway =
             Arc::new(Gateway { code_mode, upstream, surface, clients, seal, limits, activity_in_result, tasks });
@@ -404,6 +407,11 @@ impl Gateway {
                 };
             };
             match tasks::parked_on_tools(value) {
+                // A `tasks/cancel` another replica recorded: this replica drives the run, so it aborts it.
+                Some(run_id) if self.tasks.cancelled_elsewhere(cancel.id()).await => {
+                    self.code_mode.abort(run_id).await;
+                    return Outcome::Cancelled;
+                }
                 Some(run_id) => {
                     if let Some(Value::Array(items)) = value.get("output") {
                         earlier.extend(items.iter().cloned());
@@ -629,13 +637,17 @@ impl ServerHandler for GatewayServer {
             // Nobody can answer an input-required result inside a task: approvals then take the policy's fallback.
             let approvals = if matches!(approvals, Channel::InputRequired) { Channel::Nobody } else { approvals };
             let (gateway, meta, owner) = (self.gateway.clone(), context.meta.clone(), scope.session_id.clone());
-            let task = self.gateway.tasks.spawn(owner, context.peer.clone(), move |cancel| {
-                let operation = gateway.task(request, meta, scope, approvals, cancel);
-                async move {
-                    let _asker = asker;
-                    operation.await
-                }
-            });
+            let task = self
+                .gateway
+                .tasks
+                .spawn(owner, context.peer.clone(), move |cancel| {
+                    let operation = gateway.task(request, meta, scope, approvals, cancel);
+                    async move {
+                        let _asker = asker;
+                        operation.await
+                    }
+                })
+                .await?;
             return Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(task)));
         }
         let _logs = self.forward_logs(&context, &scope);
@@ -678,7 +690,7 @@ impl ServerHandler for GatewayServer {
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetTaskResult, ErrorData> {
         let owner = self.scope(&context).session_id;
-        Ok(rmcp::model::GetTaskResult::new(self.gateway.tasks.get(&request.task_id, &owner)?))
+        Ok(rmcp::model::GetTaskResult::new(self.gateway.tasks.get(&request.task_id, &owner).await?))
     }
 
     async fn cancel_task(
@@ -687,7 +699,7 @@ impl ServerHandler for GatewayServer {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let owner = self.scope(&context).session_id;
-        self.gateway.tasks.cancel(&request.task_id, &owner)
+        self.gateway.tasks.cancel(&request.task_id, &owner).await
     }
 
     async fn update_task(
@@ -696,7 +708,7 @@ impl ServerHandler for GatewayServer {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let owner = self.scope(&context).session_id;
-        self.gateway.tasks.get(&request.task_id, &owner)?;
+        self.gateway.tasks.get(&request.task_id, &owner).await?;
         Err(ErrorData::invalid_params(
             "the gateway's tasks never ask for input (inputRequests): approvals inside a task take the policy's \
              fallback, or end the task with a waiting result whose pendingApprovals a wait answers",

@@ -9,21 +9,28 @@
 //! aborts its run.
 //!
 //! Invariant: a task is visible only to the caller that created it (its run scope's owner); another caller gets the
-//! same error as for an id that never existed. Tasks live in this process's memory: with `[store]`, the runs they
-//! drive resume on any replica, but the task ids do not.
+//! same error as for an id that never existed.
+//!
+//! Tasks live in the memory of the replica that created them, which drives their runs. With `[store]` each task is
+//! also written to the fleet store (the session values of `codemode/task/<id>`: key `task`, the task as `tasks/get`
+//! shows it with its owner, written by the creating replica only, when the task starts and when it ends; key
+//! `cancel`, written by any other replica that is sent `tasks/cancel`). So `tasks/get` and `tasks/cancel` resolve on
+//! every replica: another replica reads the record, and a cancel it records is seen by the creating replica between
+//! the steps of the task (each `wait` it sends itself, at most `maxWaitMs` long), which then aborts the run.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use codemode::snapshot::{FleetBackend, StoreError};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, DetailedTask, JsonObject, ServerNotification, Task,
     TaskPayload, TaskStatus, TaskStatusNotificationParams,
 };
 use rmcp::task_manager::current_timestamp;
 use rmcp::{ErrorData, Peer, RoleServer};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 /// The polling interval a task suggests, in milliseconds.
@@ -42,14 +49,21 @@ struct Entry {
 /// A task's cancellation: the flag the task's loop reads, and the signal its current `exec`/`wait` waits on.
 #[derive(Default)]
 pub struct Cancel {
+    /// The task's id.
+    id: String,
     requested: AtomicBool,
     signal: Notify,
 }
 
 impl Cancel {
-    /// Whether `tasks/cancel` arrived.
+    /// Whether `tasks/cancel` arrived (at this replica).
     pub fn requested(&self) -> bool {
         self.requested.load(Ordering::SeqCst)
+    }
+
+    /// The id of the task.
+    pub fn id(&self) -> &str {
+        &self.id
     }
 
     /// Resolves when `tasks/cancel` arrives (at once if it already did).
@@ -66,7 +80,19 @@ pub struct Tasks {
     entries: Mutex<HashMap<String, Entry>>,
     /// How long a task stays readable after it ends, and how long one may run (its `ttlMs`).
     ttl: Duration,
+    /// The fleet store, with `[store]`: where every replica finds the tasks.
+    shared: Option<Arc<dyn FleetBackend>>,
 }
+
+/// The store session that holds task `id`'s record.
+fn session(id: &str) -> String {
+    format!("codemode/task/{id}")
+}
+
+/// The record key of a task (written by its creating replica).
+const RECORD: &str = "task";
+/// The key of a cancel recorded by another replica.
+const CANCEL: &str = "cancel";
 
 impl std::fmt::Debug for Tasks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -90,13 +116,24 @@ pub enum Outcome {
 
 impl Tasks {
     /// Tasks that stay readable for `ttl` after they end.
-    pub fn new(ttl: Duration) -> Self {
-        Tasks { entries: Mutex::new(HashMap::new()), ttl }
+    /// With `shared` (the fleet store), every task is also recorded there for the other replicas.
+    pub fn new(ttl: Duration, shared: Option<Arc<dyn FleetBackend>>) -> Self {
+        Tasks { entries: Mutex::new(HashMap::new()), ttl, shared }
     }
 
     /// Starts `operation` as a task of `owner`; when it ends, the task's terminal state is recorded and `peer` (the
-    /// session that created it) is sent `notifications/tasks`. Returns the task as it starts (`working`).
-    pub fn spawn<F, Fut>(self: &Arc<Self>, owner: Option<String>, peer: Peer<RoleServer>, operation: F) -> Task
+    /// session that created it) is sent `notifications/tasks`. Returns the task as it starts (`working`), once the
+    /// fleet store (with `[store]`) holds it.
+    ///
+    /// # Errors
+    ///
+    /// `internal_error` when the fleet store cannot record the task (nothing was started).
+    pub async fn spawn<F, Fut>(
+        self: &Arc<Self>,
+        owner: Option<String>,
+        peer: Peer<RoleServer>,
+        operation: F,
+    ) -> Result<Task, ErrorData>
     where
         F: FnOnce(Arc<Cancel>) -> Fut,
         Fut: std::future::Future<Output = Outcome> + Send + 'static,
@@ -104,31 +141,38 @@ impl Tasks {
         let id = uuid::Uuid::new_v4().to_string();
         let now = current_timestamp();
         let task = Task::new(id.clone(), TaskStatus::Working, now.clone(), now)
-            .with_ttl_ms(u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX))
+            .with_ttl_ms(ttl_ms(self.ttl))
             .with_poll_interval_ms(POLL_INTERVAL_MS);
-        let cancel = Arc::new(Cancel::default());
+        let cancel = Arc::new(Cancel { id: id.clone(), ..Cancel::default() });
+        let entry = Entry { owner, task: task.clone(), terminal: None, ended_at: None, cancel: cancel.clone() };
+        self.record(&id, &entry).await?;
         {
             let mut entries = lock(&self.entries);
             self.sweep(&mut entries);
-            let entry = Entry { owner, task: task.clone(), terminal: None, ended_at: None, cancel: cancel.clone() };
             entries.insert(id.clone(), entry);
         }
         let future = operation(cancel);
         let tasks = self.clone();
         tokio::spawn(async move {
             let outcome = future.await;
-            if let Some(detailed) = tasks.finish(&id, outcome) {
+            let ended = tasks.finish(&id, outcome);
+            if let Some((detailed, entry)) = ended {
+                // Another replica's `tasks/get` reads the end from the store; a store that fails here leaves the
+                // record `working` there (this replica still answers from memory).
+                if let Err(e) = tasks.record(&id, &entry).await {
+                    eprintln!("codemode gateway: task {id} ended, but {}", e.message);
+                }
                 let params = TaskStatusNotificationParams::new(detailed);
                 let notification = ServerNotification::TaskStatusNotification(rmcp::model::Notification::new(params));
                 // A client that went away learns the state by polling, if ever.
                 let _ = peer.send_notification(notification).await;
             }
         });
-        task
+        Ok(task)
     }
 
-    /// Records how task `id` ended; the task as `tasks/get` now shows it.
-    fn finish(&self, id: &str, outcome: Outcome) -> Option<DetailedTask> {
+    /// Records how task `id` ended; the task as `tasks/get` now shows it, and a copy of its entry's record.
+    fn finish(&self, id: &str, outcome: Outcome) -> Option<(DetailedTask, Entry)> {
         let mut entries = lock(&self.entries);
         let entry = entries.get_mut(id)?;
         let payload = match outcome {
@@ -139,49 +183,126 @@ impl Tasks {
         entry.terminal = Some(payload);
         entry.ended_at = Some(Instant::now());
         entry.task.last_updated_at = current_timestamp();
-        Some(detailed(entry))
+        let copy = Entry {
+            owner: entry.owner.clone(),
+            task: entry.task.clone(),
+            terminal: entry.terminal.clone(),
+            ended_at: entry.ended_at,
+            cancel: entry.cancel.clone(),
+        };
+        Some((detailed(entry), copy))
     }
 
-    /// `tasks/get` for `owner`.
+    /// Writes the record of a task this replica created to the fleet store (nothing without one).
+    async fn record(&self, id: &str, entry: &Entry) -> Result<(), ErrorData> {
+        let Some(store) = &self.shared else { return Ok(()) };
+        let ended_ms = entry.ended_at.map(|_| now_ms());
+        let record = json!({ "owner": entry.owner, "task": detailed(entry), "endedAtMs": ended_ms });
+        store
+            .session_put(&session(id), RECORD, &record, 2)
+            .await
+            .map_err(|e| ErrorData::internal_error(format!("the fleet store cannot record task {id}: {e}"), None))
+    }
+
+    /// The record of task `id` in the fleet store, if `owner` may see it and it has not expired.
+    async fn shared_record(&self, id: &str, owner: &Option<String>) -> Result<Option<DetailedTask>, ErrorData> {
+        let Some(store) = &self.shared else { return Ok(None) };
+        let failed =
+            |e: StoreError| ErrorData::internal_error(format!("the fleet store cannot read task {id}: {e}"), None);
+        let Some(record) = store.session_get(&session(id), RECORD).await.map_err(failed)? else { return Ok(None) };
+        let record_owner: Option<String> = serde_json::from_value(record["owner"].clone()).unwrap_or(None);
+        if record_owner != *owner {
+            return Ok(None);
+        }
+        let Ok(mut task) = serde_json::from_value::<DetailedTask>(record["task"].clone()) else { return Ok(None) };
+        if task.status() == TaskStatus::Working {
+            if store.session_get(&session(id), CANCEL).await.map_err(failed)?.is_some() {
+                task.task.status_message = Some(CANCELLING.to_owned());
+            }
+        } else if record["endedAtMs"].as_u64().is_some_and(|ended| now_ms().saturating_sub(ended) > ttl_ms(self.ttl)) {
+            return Ok(None);
+        }
+        Ok(Some(task))
+    }
+
+    /// Whether another replica recorded `tasks/cancel` for task `id` (never without a fleet store).
+    pub async fn cancelled_elsewhere(&self, id: &str) -> bool {
+        let Some(store) = &self.shared else { return false };
+        matches!(store.session_get(&session(id), CANCEL).await, Ok(Some(_)))
+    }
+
+    /// `tasks/get` for `owner`: this replica's task, or (with `[store]`) another replica's.
     ///
     /// # Errors
     ///
-    /// `invalid_params` for a task that does not exist, expired, or is another caller's.
-    pub fn get(&self, id: &str, owner: &Option<String>) -> Result<DetailedTask, ErrorData> {
-        let mut entries = lock(&self.entries);
-        self.sweep(&mut entries);
-        match entries.get(id) {
-            Some(entry) if entry.owner == *owner => Ok(detailed(entry)),
-            _ => Err(unknown(id)),
+    /// `invalid_params` for a task that does not exist, expired, or is another caller's; `internal_error` when the
+    /// fleet store cannot be read.
+    pub async fn get(&self, id: &str, owner: &Option<String>) -> Result<DetailedTask, ErrorData> {
+        {
+            let mut entries = lock(&self.entries);
+            self.sweep(&mut entries);
+            match entries.get(id) {
+                Some(entry) if entry.owner == *owner => return Ok(detailed(entry)),
+                Some(_) => return Err(unknown(id)),
+                None => {}
+            }
         }
+        self.shared_record(id, owner).await?.ok_or_else(|| unknown(id))
     }
 
-    /// `tasks/cancel` for `owner`: the task's run is aborted (an ended task stays as it ended).
+    /// `tasks/cancel` for `owner`: the task's run is aborted (an ended task stays as it ended). Another replica's
+    /// task is cancelled by recording the cancel in the fleet store; its replica aborts the run between two steps.
     ///
     /// # Errors
     ///
     /// As [`get`](Self::get).
-    pub fn cancel(&self, id: &str, owner: &Option<String>) -> Result<(), ErrorData> {
-        let mut entries = lock(&self.entries);
-        self.sweep(&mut entries);
-        match entries.get_mut(id) {
-            Some(entry) if entry.owner == *owner => {
-                if entry.terminal.is_none() {
-                    entry.cancel.requested.store(true, Ordering::SeqCst);
-                    entry.cancel.signal.notify_one();
-                    entry.task.status_message = Some("cancelling: the run is being aborted".to_owned());
-                    entry.task.last_updated_at = current_timestamp();
+    pub async fn cancel(&self, id: &str, owner: &Option<String>) -> Result<(), ErrorData> {
+        {
+            let mut entries = lock(&self.entries);
+            self.sweep(&mut entries);
+            match entries.get_mut(id) {
+                Some(entry) if entry.owner == *owner => {
+                    if entry.terminal.is_none() {
+                        entry.cancel.requested.store(true, Ordering::SeqCst);
+                        entry.cancel.signal.notify_one();
+                        entry.task.status_message = Some(CANCELLING.to_owned());
+                        entry.task.last_updated_at = current_timestamp();
+                    }
+                    return Ok(());
                 }
-                Ok(())
+                Some(_) => return Err(unknown(id)),
+                None => {}
             }
-            _ => Err(unknown(id)),
         }
+        let task = self.shared_record(id, owner).await?.ok_or_else(|| unknown(id))?;
+        if task.status() == TaskStatus::Working
+            && let Some(store) = &self.shared
+        {
+            let at = json!({ "requestedAt": current_timestamp() });
+            store.session_put(&session(id), CANCEL, &at, 2).await.map_err(|e| {
+                ErrorData::internal_error(format!("the fleet store cannot record the cancel of task {id}: {e}"), None)
+            })?;
+        }
+        Ok(())
     }
 
     /// Drops tasks that ended longer than the TTL ago.
     fn sweep(&self, entries: &mut HashMap<String, Entry>) {
         entries.retain(|_, entry| entry.ended_at.is_none_or(|ended| ended.elapsed() < self.ttl));
     }
+}
+
+/// The status message of a task whose cancel arrived and whose run is being aborted.
+const CANCELLING: &str = "cancelling: the run is being aborted";
+
+/// Milliseconds since the Unix epoch, as the fleet's records keep time.
+fn now_ms() -> u64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn ttl_ms(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn detailed(entry: &Entry) -> DetailedTask {

@@ -387,3 +387,69 @@ async fn until(ready: impl Fn() -> bool) {
     }
     panic!("the fleet never reached the state the test waits for");
 }
+
+/// A client of the sessionless revision that declares the tasks extension: its `exec` answers with a task.
+async fn tasks_client(url: &str) -> Client {
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url);
+    let version = ProtocolVersion::V_2026_07_28;
+    let info =
+        ClientConfig::new(ClientCapabilities::builder().enable_tasks().build(), Implementation::new("fleet", "0"))
+            .with_protocol_version(version.clone());
+    let lifecycle = ClientLifecycleMode::Discover { preferred_versions: vec![version] };
+    info.serve_with_lifecycle(transport, lifecycle).await.expect("server/discover over HTTP")
+}
+
+/// Starts `code` as an `exec` task; its id.
+async fn exec_task(client: &Client, code: &str) -> String {
+    let Value::Object(args) = json!({ "title": "fleet task", "code": code }) else { unreachable!() };
+    let mut params = CallToolRequestParams::new("exec");
+    params.arguments = Some(args);
+    match client.peer().call_tool_once(params).await.expect("the gateway answers tools/call") {
+        rmcp::model::CallToolResponse::Task(created) => created.task.task_id,
+        other => panic!("a client that declared tasks gets a task, not {other:?}"),
+    }
+}
+
+/// `tasks/get` on `client`, polled until the task is no longer working.
+async fn ended_task(client: &Client, id: &str) -> rmcp::model::DetailedTask {
+    for _ in 0..6_000 {
+        let got = client.peer().get_task(rmcp::model::GetTaskParams::new(id.to_owned())).await.expect("tasks/get");
+        if got.task.status() != rmcp::model::TaskStatus::Working {
+            return got.task;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("task {id} never ended");
+}
+
+#[tokio::test]
+async fn a_task_created_on_one_replica_is_polled_and_cancelled_on_the_other() {
+    // A 1 s exec and 50 ms waits: the task's replica (A) takes a step at least every few hundred ms, so a cancel
+    // recorded by B reaches it soon; nothing here depends on how soon.
+    let f = Fleet::start_with("timeoutMs = 1000\nmaxWaitMs = 50", "", None).await;
+    let (on_a, on_b) = (tasks_client(&f.a.gateway.url).await, tasks_client(&f.b.gateway.url).await);
+
+    // Created on A, polled to completion on B: the result is the run's CodeModeResult.
+    let id = exec_task(&on_a, r#"await MCP.ledger.tick({ id: "one" }); return "done";"#).await;
+    let ended = ended_task(&on_b, &id).await;
+    let rmcp::model::TaskPayload::Completed { result } = &ended.payload else { panic!("completed: {ended:?}") };
+    assert_eq!(result["structuredContent"]["status"], "completed", "{result:?}");
+    assert_eq!(result["structuredContent"]["value"], "done", "{result:?}");
+    assert_eq!(f.ledger(), ["one"]);
+
+    // Created on A (its call never answers), cancelled on B: A aborts the run; both replicas report it cancelled.
+    let id = exec_task(&on_a, r#"await MCP.ledger.tick({ id: "slow", ms: 600000 }); return "never";"#).await;
+    until(|| f.ledger() == ["one", "slow"]).await;
+    on_b.peer().cancel_task(rmcp::model::CancelTaskParams::new(id.clone())).await.expect("tasks/cancel on B");
+    let ended = ended_task(&on_b, &id).await;
+    assert_eq!(ended.status(), rmcp::model::TaskStatus::Cancelled, "{ended:?}");
+    let on_a_view = on_a.peer().get_task(rmcp::model::GetTaskParams::new(id.clone())).await.expect("tasks/get on A");
+    assert_eq!(on_a_view.task.status(), rmcp::model::TaskStatus::Cancelled);
+    assert_eq!(f.ledger(), ["one", "slow"], "nothing ran twice");
+
+    // An id no replica created is unknown on both.
+    for client in [&on_a, &on_b] {
+        let unknown = client.peer().get_task(rmcp::model::GetTaskParams::new("no-such-task".to_owned())).await;
+        assert!(unknown.is_err(), "{unknown:?}");
+    }
+}
