@@ -2,6 +2,8 @@
 //! upstream tool returns stay in the gateway (the program gets a handle in their place), and each `attach(block)`
 //! of a program becomes a content block of the `exec`/`wait` result, after the result's JSON text, its place in the
 //! output keeping a small note that points at it (so the bytes are in the text and `structuredContent` not at all).
+//! A handle the program returns (inside its return value, at any depth, as the tool gave it) becomes a content
+//! block too, the handle in the value gaining the block's `contentIndex`.
 //!
 //! Invariant: a block reaches the client as the upstream server sent it (a handle is resolved to the very block it
 //! stands for, and only when its declared size is its real one) or as the program built it (the vm checked its
@@ -108,4 +110,78 @@ pub fn take_attachments(value: &mut Value, first_index: usize) -> Vec<ContentBlo
         };
     }
     blocks
+}
+
+/// Turns each image or audio handle inside the returned value of `value` (a `CodeModeResult` as JSON, its `value`)
+/// into a content block, numbered from `first_index`: the handle object gains `contentIndex` (a handle returned
+/// twice names one block). Blocks beyond `budget` bytes of data in all, and handles that cannot be resolved, stay
+/// handles with `notAttached` saying why.
+pub fn take_returned(value: &mut Value, first_index: usize, budget: usize) -> Vec<ContentBlock> {
+    let mut blocks = Vec::new();
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut used = 0usize;
+    if let Some(returned) = value.get_mut("value") {
+        visit_handles(returned, &mut |handle| {
+            let id = handle["attachment"].as_str().unwrap_or_default().to_owned();
+            if let Some(index) = seen.get(&id) {
+                handle["contentIndex"] = Value::from(*index);
+                return;
+            }
+            let bytes = handle["bytes"].as_u64().map_or(usize::MAX, |b| usize::try_from(b).unwrap_or(usize::MAX));
+            if used.saturating_add(bytes) > budget {
+                handle["notAttached"] = Value::String(format!(
+                    "the returned blocks exceed the output budget ({budget} bytes): attach() fewer, or return fewer"
+                ));
+                return;
+            }
+            let block = resolve(handle).and_then(|b| {
+                serde_json::from_value::<ContentBlock>(b).map_err(|e| format!("not an MCP content block: {e}"))
+            });
+            match block {
+                Ok(block) => {
+                    let index = first_index + blocks.len();
+                    used += bytes;
+                    blocks.push(block);
+                    seen.insert(id, index);
+                    handle["contentIndex"] = Value::from(index);
+                }
+                Err(why) => handle["notAttached"] = Value::String(why),
+            }
+        });
+    }
+    blocks
+}
+
+/// Calls `found` on every object under `value` that is an image or audio handle (`type`, `attachment: "att_…"`).
+fn visit_handles(value: &mut Value, found: &mut impl FnMut(&mut Value)) {
+    match value {
+        Value::Array(items) => items.iter_mut().for_each(|item| visit_handles(item, found)),
+        Value::Object(map) => {
+            let is_handle = matches!(map.get("type").and_then(Value::as_str), Some("image" | "audio"))
+                && map.get("attachment").and_then(Value::as_str).is_some_and(|h| h.starts_with("att_"));
+            if is_handle {
+                found(value);
+            } else {
+                map.values_mut().for_each(|item| visit_handles(item, found));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Adds `by` to every `contentIndex` in `value` (a `CodeModeResult` as JSON): its blocks now follow `by` others.
+pub fn shift_indexes(value: &mut Value, by: usize) {
+    if by == 0 {
+        return;
+    }
+    match value {
+        Value::Array(items) => items.iter_mut().for_each(|item| shift_indexes(item, by)),
+        Value::Object(map) => {
+            if let Some(index) = map.get("contentIndex").and_then(Value::as_u64) {
+                map.insert("contentIndex".into(), Value::from(index + by as u64));
+            }
+            map.values_mut().for_each(|item| shift_indexes(item, by));
+        }
+        _ => {}
+    }
 }

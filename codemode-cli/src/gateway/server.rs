@@ -293,7 +293,7 @@ impl Gateway {
                             ),
                             codemode::telemetry::Telemetry::default(),
                         );
-                        return Ok(CallToolResponse::Complete(code_mode_result(&result)));
+                        return Ok(CallToolResponse::Complete(code_mode_result(&result, 0)));
                     }
                 }
             }
@@ -374,7 +374,7 @@ impl Gateway {
             let state = self.seal.seal(&Pending { run_id: waiting.run_id.clone(), owner, title, calls });
             return CallToolResponse::InputRequired(InputRequiredResult::new(Some(requests), Some(state)));
         }
-        CallToolResponse::Complete(code_mode_result(&result))
+        CallToolResponse::Complete(code_mode_result(&result, self.output_budget()))
     }
 
     /// Runs an `exec` or `wait` as a task's operation: the call, then, while its run is parked on pending tool calls
@@ -388,7 +388,8 @@ impl Gateway {
         approvals: Channel,
         cancel: Arc<tasks::Cancel>,
     ) -> Outcome {
-        let mut earlier = Vec::new();
+        // The output items and content blocks (after the text) of the steps before the last.
+        let (mut earlier, mut earlier_blocks) = (Vec::new(), Vec::new());
         let (mut request, mut meta) = (request, meta);
         loop {
             let response = self.call(request, &meta, scope.clone(), approvals.clone(), cancel.cancelled(), None).await;
@@ -413,19 +414,31 @@ impl Gateway {
                     return Outcome::Cancelled;
                 }
                 Some(run_id) => {
-                    if let Some(Value::Array(items)) = value.get("output") {
+                    let mut step = value.clone();
+                    super::content::shift_indexes(&mut step, earlier_blocks.len());
+                    if let Some(Value::Array(items)) = step.get("output") {
                         earlier.extend(items.iter().cloned());
                     }
+                    earlier_blocks.extend(blocks_after_text(&response));
                     request = tasks::wait_request(run_id);
                     // The exec's `_meta` (its idempotency key) is not the wait's.
                     meta = rmcp::model::RequestMetaObject::default();
                 }
                 None => {
-                    let value = tasks::with_earlier_output(value.clone(), earlier);
-                    return Outcome::Result(json_result(value));
+                    let mut last = value.clone();
+                    super::content::shift_indexes(&mut last, earlier_blocks.len());
+                    let mut result = json_result(tasks::with_earlier_output(last, earlier));
+                    result.content.extend(earlier_blocks);
+                    result.content.extend(blocks_after_text(&response));
+                    return Outcome::Result(result);
                 }
             }
         }
+    }
+
+    /// The bytes of returned image and audio blocks one result may carry (`maxOutputBytes`).
+    fn output_budget(&self) -> usize {
+        usize::try_from(self.code_mode.limits().max_output_bytes).unwrap_or(usize::MAX)
     }
 
     fn tool_names(&self) -> String {
@@ -473,11 +486,13 @@ fn redact_url(url: &str) -> String {
 
 /// A `CodeModeResult` as an MCP tool result: compact JSON text, the same value as `structuredContent`, and
 /// `isError` for a failed run; the program's attachments follow the text as content blocks.
-pub fn code_mode_result(result: &CodeModeResult) -> CallToolResult {
+pub fn code_mode_result(result: &CodeModeResult, budget: usize) -> CallToolResult {
     let mut value = serde_json::to_value(result).unwrap_or_else(|e| {
         serde_json::json!({ "status": "failed", "code": "internal_error", "error": format!("unencodable result: {e}") })
     });
-    let attachments = super::content::take_attachments(&mut value, 1);
+    let mut attachments = super::content::take_attachments(&mut value, 1);
+    let returned = super::content::take_returned(&mut value, 1 + attachments.len(), budget);
+    attachments.extend(returned);
     let text = value.to_string();
     let mut content = vec![ContentBlock::text(text)];
     content.extend(attachments);
@@ -485,6 +500,14 @@ pub fn code_mode_result(result: &CodeModeResult) -> CallToolResult {
         if result.as_failed().is_some() { CallToolResult::error(content) } else { CallToolResult::success(content) };
     out.structured_content = Some(value);
     out
+}
+
+/// The content blocks of an `exec`/`wait` answer after its JSON text: its attachments.
+fn blocks_after_text(response: &CallToolResponse) -> Vec<ContentBlock> {
+    match response {
+        CallToolResponse::Complete(result) => result.content.iter().skip(1).cloned().collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// A `CodeModeResult` already in JSON as an MCP tool result, as [`code_mode_result`] makes it.

@@ -6,16 +6,19 @@
 //! for a client that cannot answer; sampling refused unless configured; a tool added upstream called in the next
 //! cell, the gateway's own `tools/list_changed` when a direct-only tool changes, and a parked run failing with
 //! `invalid_input` naming the tool that changed under it; an image (held by the gateway, a handle in the program)
-//! and resource links a program attached, as content blocks of the `exec` result, and an attachment refused beyond
-//! the output budget.
+//! and resource links a program attached, as content blocks of the `exec` result, an image a program returned (a
+//! handle in its value) as a content block, and an attachment refused beyond the output budget; sampling answered by
+//! the client with `sampling = "client"`; an upstream server that restarts with other tools.
+
+#![allow(deprecated)] // Sampling is deprecated by SEP-2577, and servers on earlier revisions still send it.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
-    ElicitationCapability, ErrorData, FormElicitationCapability, Implementation, ProtocolVersion,
-    UrlElicitationCapability,
+    CallToolRequestParams, ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
+    ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability, ErrorData, FormElicitationCapability,
+    Implementation, ProtocolVersion, SamplingCapability, SamplingMessage, UrlElicitationCapability,
 };
 use rmcp::service::{NotificationContext, RequestContext, RunningService};
 use rmcp::transport::TokioChildProcess;
@@ -29,6 +32,8 @@ use super::fixture;
 #[derive(Clone)]
 struct Person {
     elicitation: bool,
+    /// Whether the client declares sampling (and answers it as a model would).
+    sampling: bool,
     asked: Arc<Mutex<Vec<(String, String)>>>,
     list_changed: mpsc::UnboundedSender<()>,
 }
@@ -54,6 +59,17 @@ impl ClientHandler for Person {
         Ok(answer)
     }
 
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        let prompt = serde_json::to_value(&params.messages).expect("messages").to_string();
+        self.asked.lock().expect("questions").push(("sampling".to_owned(), prompt));
+        Ok(CreateMessageResult::new(SamplingMessage::assistant_text("a haiku about gateways"), "test-model".into())
+            .with_stop_reason(CreateMessageResult::STOP_REASON_END_TURN))
+    }
+
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         let _ = self.list_changed.send(());
     }
@@ -66,6 +82,9 @@ impl ClientHandler for Person {
                     .with_form(FormElicitationCapability::default())
                     .with_url(UrlElicitationCapability::new()),
             );
+        }
+        if self.sampling {
+            caps.sampling = Some(SamplingCapability::default());
         }
         ClientConfig::new(caps, Implementation::new("relay-e2e", "0"))
             .with_protocol_version(ProtocolVersion::V_2025_11_25)
@@ -81,12 +100,16 @@ struct Gateway {
 
 impl Gateway {
     async fn start(config: &std::path::Path, dir: tempfile::TempDir, elicitation: bool) -> Gateway {
+        Gateway::start_as(config, dir, elicitation, false).await
+    }
+
+    async fn start_as(config: &std::path::Path, dir: tempfile::TempDir, elicitation: bool, sampling: bool) -> Gateway {
         let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_codemode"));
         cmd.arg("mcp").arg("--config").arg(config).kill_on_drop(true);
         let transport = TokioChildProcess::new(cmd).expect("the codemode binary starts");
         let (tx, list_changed) = mpsc::unbounded_channel();
         let asked = Arc::new(Mutex::new(Vec::new()));
-        let person = Person { elicitation, asked: asked.clone(), list_changed: tx };
+        let person = Person { elicitation, sampling, asked: asked.clone(), list_changed: tx };
         let client = tokio::time::timeout(Duration::from_secs(60), person.serve(transport))
             .await
             .expect("the gateway answers the handshake within a minute")
@@ -111,7 +134,13 @@ impl Gateway {
         let dir = tempfile::tempdir().expect("temp dir");
         let config = dir.path().join("gateway.toml");
         let server = env!("CARGO_BIN_EXE_codemode-test-changing-tools");
-        let text = format!("[limits]\ntimeoutMs = 20000\n\n[servers.dyn]\ncommand = {server:?}\ndirect = [\"echo\"]\n");
+        // The file the server reads its changes at start from (written by its `restart_with` tool).
+        let state = dir.path().join("next-start.txt");
+        let text = format!(
+            "[limits]\ntimeoutMs = 20000\n\n[servers.dyn]\ncommand = {server:?}\ndirect = [\"echo\"]\n\
+             env = {{ CHANGING_TOOLS_NEXT_START = {state:?} }}\n",
+            state = state.display().to_string(),
+        );
         std::fs::write(&config, text).expect("config");
         Gateway::start(&config, dir, true).await
     }
@@ -179,6 +208,26 @@ async fn an_elicitation_is_declined_for_a_client_that_cannot_answer() {
         .await;
     let text = completed(&result).as_str().expect("text").to_owned();
     assert!(text.contains("User declined"), "{text}");
+}
+
+#[tokio::test]
+async fn sampling_is_answered_by_a_client_that_declared_it_with_sampling_client() {
+    let (dir, config) = fixture("timeoutMs = 20000", "");
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(&config, format!("sampling = \"client\"\n{text}")).expect("config");
+    let g = Gateway::start_as(&config, dir, true, true).await;
+    let result = g
+        .exec(
+            r#"const r = await MCP.everything.triggerSamplingRequest({ prompt: "write a haiku" });
+                 return r.content.map(c => c.text).join("\n");"#,
+        )
+        .await;
+    let text = completed(&result).as_str().expect("text").to_owned();
+    assert!(text.contains("a haiku about gateways") && text.contains("test-model"), "{text}");
+    let asked = g.asked.lock().expect("questions").clone();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked[0].0, "sampling");
+    assert!(asked[0].1.contains("write a haiku"), "the server's request reached the client unchanged: {asked:?}");
 }
 
 #[tokio::test]
@@ -288,4 +337,54 @@ async fn an_attachment_beyond_the_output_budget_is_refused_whole() {
     let types: Vec<_> =
         result.content.iter().map(|c| serde_json::to_value(c).expect("block")["type"].clone()).collect();
     assert_eq!(types, [json!("text"), json!("resource_link"), json!("resource_link")], "the links still fit");
+}
+
+#[tokio::test]
+async fn an_image_a_program_returns_from_a_nested_call_reaches_the_client_as_content() {
+    let g = Gateway::everything("", false).await;
+    // The image as the tool gave it, inside the returned value, twice (one block), and the whole tool result.
+    let code = r#"const r = await MCP.everything.getTinyImage({});
+        const image = r.content.find(c => c.type === "image");
+        return { image, again: image, whole: r, bytesInGuest: "data" in image };"#;
+    let result = g.call_raw("exec", json!({ "title": "return an image", "code": code })).await;
+    let value = result.structured_content.clone().expect("a CodeModeResult");
+    let returned = completed(&value);
+    assert_eq!(returned["bytesInGuest"], false, "{value}");
+    let content = serde_json::to_value(&result.content).expect("content");
+    assert_eq!(content.as_array().map(Vec::len), Some(2), "the text and one image: {content}");
+    assert_eq!(content[1]["type"], "image", "{content}");
+    assert_eq!(content[1]["mimeType"], "image/png");
+    assert_eq!(content[1]["data"].as_str().map(str::len), returned["image"]["bytes"].as_u64().map(|n| n as usize));
+    // Each handle in the value names the block it became.
+    assert_eq!(returned["image"]["contentIndex"], 1, "{value}");
+    assert_eq!(returned["again"]["contentIndex"], 1, "{value}");
+    let in_whole = returned["whole"]["content"].as_array().expect("content").iter().find(|c| c["type"] == "image");
+    assert_eq!(in_whole.expect("the image handle")["contentIndex"], 1, "{value}");
+    assert!(!value.to_string().contains(content[1]["data"].as_str().expect("data")), "no base64 in the text");
+}
+
+#[tokio::test]
+async fn an_upstream_server_restarted_with_other_tools_is_cataloged_again() {
+    let mut g = Gateway::changing().await;
+    let before = g.exec("return typeof MCP.dyn.greet").await;
+    assert_eq!(completed(&before), "undefined");
+    // The server stops in the middle of the call, to start next time with `greet` and another `echo`.
+    let stopped = g
+        .exec(
+            r#"try { await MCP.dyn.restartWith({ changes: ["add greet", "change echo"] }); return "answered"; }
+                 catch (e) { return e.message; }"#,
+        )
+        .await;
+    let stopped = completed(&stopped).as_str().expect("text").to_owned();
+    assert!(stopped.contains("stopped during"), "{stopped}");
+    // The next call starts it again; the gateway lists its tools, rebuilds the catalog and, since the direct-only
+    // `echo` changed, tells the client.
+    let again = g.exec(r#"return (await MCP.dyn.remove({ name: "nothing" })).content[0].text"#).await;
+    assert_eq!(completed(&again), "remove: done");
+    g.next_list_changed().await;
+    let listed = g.client.list_all_tools().await.expect("tools/list");
+    let echo = listed.iter().find(|t| t.name == "echo").expect("the direct-only echo is listed");
+    assert_eq!(echo.input_schema.get("required"), Some(&json!(["extra"])), "{echo:?}");
+    let called = g.exec(r#"return (await MCP.dyn.greet({ who: "Ada" })).content[0].text"#).await;
+    assert_eq!(completed(&called), r#"greet: {"who":"Ada"}"#);
 }
