@@ -236,14 +236,16 @@ async fn one_wait_covers_a_tool_call_longer_than_the_timeout() {
     assert_eq!(done["status"], "completed", "one wait holds the run until its call answers: {done}");
 }
 
-/// The Python SDK's client: progress notifications through its progress callback and upstream log messages through
-/// its logging callback, on both revisions (the sessionless one opts in to logs per request).
+/// The Python SDK's client: progress notifications through its progress callback during a long call, upstream log
+/// messages through its logging callback, and an image the program returned as a content block of the result, on
+/// both revisions (the sessionless one opts in to logs per request).
 #[test]
-fn the_python_sdk_client_gets_progress_and_upstream_logs() {
+fn the_python_sdk_client_gets_progress_upstream_logs_and_a_returned_image() {
     let (_dir, config) = fixture("timeoutMs = 20000", "");
     let code = "await MCP.everything.toggleSimulatedLogging({}); \
                 await MCP.everything.triggerLongRunningOperation({ duration: 2, steps: 2 }); \
-                return (await MCP.everything.toggleSimulatedLogging({})).content[0].text;";
+                const image = (await MCP.everything.getTinyImage({})).content.find(c => c.type === 'image'); \
+                return { text: (await MCP.everything.toggleSimulatedLogging({})).content[0].text, image };";
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/py/protocol.py");
     for mode in ["legacy", "2026-07-28"] {
         let output = std::process::Command::new(super::approvals::python())
@@ -266,5 +268,10 @@ fn the_python_sdk_client_gets_progress_and_upstream_logs() {
         assert!(messages.iter().any(|m| m.ends_with(": 1/2")), "{mode}: upstream progress: {messages:?}");
         let logs = out["logs"].as_array().expect("logs");
         assert!(logs.iter().any(|l| l["logger"] == "everything"), "{mode}: {out}");
+        let image = &out["result"]["value"]["image"];
+        assert_eq!(out["content"][1]["type"], "image", "{mode}: {out}");
+        assert_eq!(out["content"][1]["mimeType"], "image/png", "{mode}: {out}");
+        assert_eq!(out["content"][1]["bytes"], image["bytes"], "{mode}: the whole image: {out}");
+        assert_eq!(image["contentIndex"], 1, "{mode}: {out}");
     }
 }
