@@ -74,7 +74,7 @@ async fn the_default_budget_covers_a_call_of_twenty_seconds() {
 
 #[tokio::test]
 async fn a_budget_that_passes_with_nothing_settled_returns_waiting() {
-    let engine = engine(100, 25_000);
+    let engine = engine(1_000, 25_000);
     let run_id = yielded(&engine, "await yield_control('start'); return await stuck({ ms: 30000 });").await;
     let wait = engine.wait(json!({ "runId": run_id, "maxWaitMs": 200 }), RunScope::default()).await;
     match &wait {
