@@ -2,8 +2,8 @@
 //! server-everything and over `codemode-test-changing-tools` (a small rmcp server whose tools change on request),
 //! driven by rmcp's client playing the person.
 //!
-//! Observed from the client: an upstream elicitation (form and URL modes) answered through the gateway, declined
-//! for a client that cannot answer; sampling refused unless configured; a tool added upstream called in the next
+//! Observed from the client: an upstream elicitation (form and URL modes) answered through the gateway (also during
+//! an `exec` run as a task), declined for a client that cannot answer; sampling refused unless configured; a tool added upstream called in the next
 //! cell, the gateway's own `tools/list_changed` when a direct-only tool changes, and a parked run failing with
 //! `invalid_input` naming the tool that changed under it; an image (held by the gateway, a handle in the program)
 //! and resource links a program attached, as content blocks of the `exec` result, an image a program returned (a
@@ -34,6 +34,8 @@ struct Person {
     elicitation: bool,
     /// Whether the client declares sampling (and answers it as a model would).
     sampling: bool,
+    /// Whether the client declares the tasks extension (its `exec` answers with a task).
+    tasks: bool,
     asked: Arc<Mutex<Vec<(String, String)>>>,
     list_changed: mpsc::UnboundedSender<()>,
 }
@@ -86,8 +88,18 @@ impl ClientHandler for Person {
         if self.sampling {
             caps.sampling = Some(SamplingCapability::default());
         }
+        if self.tasks {
+            caps.extensions = ClientCapabilities::builder().enable_tasks().build().extensions;
+        }
         ClientConfig::new(caps, Implementation::new("relay-e2e", "0"))
             .with_protocol_version(ProtocolVersion::V_2025_11_25)
+    }
+}
+
+impl Person {
+    /// What the client declares: (elicitation, sampling, tasks).
+    fn with(elicitation: bool, sampling: bool, tasks: bool) -> (bool, bool, bool) {
+        (elicitation, sampling, tasks)
     }
 }
 
@@ -100,16 +112,17 @@ struct Gateway {
 
 impl Gateway {
     async fn start(config: &std::path::Path, dir: tempfile::TempDir, elicitation: bool) -> Gateway {
-        Gateway::start_as(config, dir, elicitation, false).await
+        Gateway::start_as(config, dir, Person::with(elicitation, false, false)).await
     }
 
-    async fn start_as(config: &std::path::Path, dir: tempfile::TempDir, elicitation: bool, sampling: bool) -> Gateway {
+    async fn start_as(config: &std::path::Path, dir: tempfile::TempDir, person: (bool, bool, bool)) -> Gateway {
+        let (elicitation, sampling, tasks) = person;
         let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_codemode"));
         cmd.arg("mcp").arg("--config").arg(config).kill_on_drop(true);
         let transport = TokioChildProcess::new(cmd).expect("the codemode binary starts");
         let (tx, list_changed) = mpsc::unbounded_channel();
         let asked = Arc::new(Mutex::new(Vec::new()));
-        let person = Person { elicitation, sampling, asked: asked.clone(), list_changed: tx };
+        let person = Person { elicitation, sampling, tasks, asked: asked.clone(), list_changed: tx };
         let client = tokio::time::timeout(Duration::from_secs(60), person.serve(transport))
             .await
             .expect("the gateway answers the handshake within a minute")
@@ -215,7 +228,7 @@ async fn sampling_is_answered_by_a_client_that_declared_it_with_sampling_client(
     let (dir, config) = fixture("timeoutMs = 20000", "");
     let text = std::fs::read_to_string(&config).expect("config");
     std::fs::write(&config, format!("sampling = \"client\"\n{text}")).expect("config");
-    let g = Gateway::start_as(&config, dir, true, true).await;
+    let g = Gateway::start_as(&config, dir, Person::with(true, true, false)).await;
     let result = g
         .exec(
             r#"const r = await MCP.everything.triggerSamplingRequest({ prompt: "write a haiku" });
@@ -387,4 +400,31 @@ async fn an_upstream_server_restarted_with_other_tools_is_cataloged_again() {
     assert_eq!(echo.input_schema.get("required"), Some(&json!(["extra"])), "{echo:?}");
     let called = g.exec(r#"return (await MCP.dyn.greet({ who: "Ada" })).content[0].text"#).await;
     assert_eq!(completed(&called), r#"greet: {"who":"Ada"}"#);
+}
+
+#[tokio::test]
+async fn an_upstream_elicitation_during_a_task_is_answered_by_the_client() {
+    let (dir, config) = fixture("timeoutMs = 20000", "");
+    let g = Gateway::start_as(&config, dir, Person::with(true, false, true)).await;
+    let code =
+        "const r = await MCP.everything.triggerElicitationRequest({}); return r.content.map(c => c.text).join('\\n');";
+    let mut params = CallToolRequestParams::new("exec");
+    params.arguments = json!({ "title": "task elicitation", "code": code }).as_object().cloned();
+    let rmcp::model::CallToolResponse::Task(created) =
+        g.client.peer().call_tool_once(params).await.expect("tools/call")
+    else {
+        panic!("a client that declared tasks gets a task");
+    };
+    let id = created.task.task_id;
+    let ended = loop {
+        let got = g.client.peer().get_task(rmcp::model::GetTaskParams::new(id.clone())).await.expect("tasks/get");
+        if got.task.status() != rmcp::model::TaskStatus::Working {
+            break got.task;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let rmcp::model::TaskPayload::Completed { result } = &ended.payload else { panic!("completed: {ended:?}") };
+    let text = result["structuredContent"]["value"].as_str().expect("text").to_owned();
+    assert!(text.contains("Ada Lovelace"), "the client's answer reached the server: {text}");
+    assert_eq!(g.asked.lock().expect("questions").len(), 1);
 }
