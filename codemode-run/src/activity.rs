@@ -146,7 +146,9 @@ impl Recorder {
             args: self.redactor.preview(args.unwrap_or(&empty), self.limits.preview_bytes),
             replayed: false,
         };
-        self.emit(&ActivityEvent::CallStarted(start.clone()));
+        if let Some(hook) = &self.hook {
+            hook(&ActivityEvent::CallStarted(start.clone()));
+        }
         self.open.insert(request.id, Open { start, handed: false });
     }
 

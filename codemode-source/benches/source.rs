@@ -1,11 +1,13 @@
 //! `prepare()` on the snippets a model typically sends: about 2 KB of JavaScript (one parse and one walk, the
-//! text returned unchanged) and about 2 KB of TypeScript (plus semantic analysis, the strip and codegen).
+//! text returned unchanged) and about 2 KB of TypeScript (plus semantic analysis, the strip and codegen); and
+//! `redact_source()`, the source an activity record shows, on a one-line cell and on the 2 KB snippet.
 //! Target: JavaScript well under 100 µs, TypeScript under 150 µs (the Boa prototype measured 67-91 µs for
 //! the strip alone); a cell costs about 1 ms to run, so checks stay a small fraction of it.
 
 use std::hint::black_box;
 
-use codemode_source::prepare;
+use codemode_source::{prepare, redact_source};
+use codemode_telemetry::Redactor;
 use criterion::{Criterion, criterion_group, criterion_main};
 
 const JS: &str = r#"// Collect the largest files under src/ and summarize them by extension.
@@ -104,6 +106,15 @@ fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("prepare");
     group.bench_function(format!("javascript_{}b", JS.len()), |b| b.iter(|| prepare(black_box(JS))));
     group.bench_function(format!("typescript_{}b", TS.len()), |b| b.iter(|| prepare(black_box(TS))));
+    group.finish();
+    // The source shown for a run in its activity: one more parse and walk, then the redactor's patterns.
+    let redactor = Redactor::new();
+    let ten_calls = "let n = 0; for (let i = 0; i < 10; i++) { if ((await ping({})).ok) n++ } return n";
+    let mut group = c.benchmark_group("redact_source");
+    group.bench_function(format!("javascript_{}b", ten_calls.len()), |b| {
+        b.iter(|| redact_source(black_box(ten_calls), &redactor))
+    });
+    group.bench_function(format!("javascript_{}b", JS.len()), |b| b.iter(|| redact_source(black_box(JS), &redactor)));
     group.finish();
 }
 

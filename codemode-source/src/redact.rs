@@ -13,11 +13,16 @@ use oxc_parser::{ParseOptions, Parser};
 use oxc_span::{SourceType, Span};
 
 pub use codemode_telemetry::redact::is_credential_name;
+use codemode_telemetry::redact::may_name_credentials;
 use codemode_telemetry::{MASK, Redactor};
 
 /// `source` as people may see it: credential literals masked on the tree, then `redactor` over the whole text.
 /// A source that does not parse gets the text redaction only.
 pub fn redact_source(source: &str, redactor: &Redactor) -> String {
+    if !may_name_credentials(source) && !escapes_may_spell_names(source) {
+        // No name in the tree can be credential-like: the text redaction is all there is to do.
+        return redactor.redact(source).into_owned();
+    }
     let allocator = Allocator::default();
     let options = ParseOptions { allow_return_outside_function: true, ..ParseOptions::default() };
     let parsed = Parser::new(&allocator, source, SourceType::ts().with_module(true)).with_options(options).parse();
@@ -41,6 +46,13 @@ pub fn redact_source(source: &str, redactor: &Redactor) -> String {
     }
     masked.push_str(&source[at..]);
     redactor.redact(&masked).into_owned()
+}
+
+/// Whether `source` has an escape that can spell a name's letters in the tree without them being in the text: a
+/// `\u` or `\x` escape, or a line continuation inside a string (a backslash before a line break, U+2028 and U+2029
+/// included, whose UTF-8 starts with 0xE2; a module is strict, so there are no octal escapes).
+fn escapes_may_spell_names(source: &str) -> bool {
+    source.as_bytes().windows(2).any(|pair| pair[0] == b'\\' && matches!(pair[1], b'u' | b'x' | b'\n' | b'\r' | 0xE2))
 }
 
 /// Collects the spans of literals given to credential-like names.
@@ -111,6 +123,14 @@ mod tests {
     fn token_shapes_anywhere_in_the_text_are_masked() {
         let out = redact("await fetchIt({ q: 'x', h: 'Bearer abcdefghijkl123' }) // sk-abcdefghijklmnopqrstuvwx");
         assert!(!out.contains("abcdefghijkl123") && !out.contains("sk-abc"), "{out}");
+    }
+
+    #[test]
+    fn names_spelled_with_escapes_are_found_and_sources_without_credential_words_kept() {
+        let out = redact("const \\u0074oken = 'abc123';\nconst o = { 'p\\x61ssword': \"pw\" };");
+        assert!(!out.contains("abc123") && !out.contains("\"pw\""), "{out}");
+        let plain = "const rows = await list({ path: 'src' }); return rows.map((r) => r.name);";
+        assert_eq!(redact(plain), plain);
     }
 
     #[test]

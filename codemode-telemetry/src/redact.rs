@@ -63,6 +63,19 @@ pub fn is_credential_name(name: &str) -> bool {
     CREDENTIAL_WORDS.iter().any(|word| lower.contains(word) || lower.replace('_', "").contains(word))
 }
 
+/// Whether some part of `text` may be a credential-like name: whether `text`, lowercased and without `-` and `_`,
+/// holds a credential word (spelled without `_`). `false` is exact: then no substring of `text` is a name that
+/// [`is_credential_name`] accepts, since taking characters out of a text keeps each substring's remaining
+/// characters together, and every credential word with a `_` is also listed without it.
+pub fn may_name_credentials(text: &str) -> bool {
+    let folded: String = if text.is_ascii() {
+        text.bytes().filter(|b| *b != b'-' && *b != b'_').map(|b| char::from(b.to_ascii_lowercase())).collect()
+    } else {
+        text.chars().filter(|c| *c != '-' && *c != '_').flat_map(char::to_lowercase).collect()
+    };
+    CREDENTIAL_WORD.is_match(&folded)
+}
+
 /// A name, optionally quoted, then `:` or `=` and a quoted literal (a template literal only without `${`): the
 /// shape of a credential given to a name in source text, JSON (also JSON escaped inside a JSON string), headers and
 /// logs. Group 1 is the name, group 2 the literal with its quotes.
@@ -82,6 +95,14 @@ static UNFINISHED: LazyLock<Regex> = LazyLock::new(|| {
         r"xox[abposr]-|eyJ)[A-Za-z0-9._~+/=-]*$"
     ))
     .expect("the unfinished token shapes compile")
+});
+
+/// Any credential word without `_`, for [`may_name_credentials`].
+static CREDENTIAL_WORD: LazyLock<Regex> = LazyLock::new(|| {
+    let mut words: Vec<String> = CREDENTIAL_WORDS.iter().map(|w| w.replace('_', "")).collect();
+    words.sort();
+    words.dedup();
+    Regex::new(&words.join("|")).expect("the credential words compile")
 });
 
 static BUILTIN: LazyLock<Regex> = LazyLock::new(|| {
@@ -149,8 +170,8 @@ impl Redactor {
             spans.extend(pattern.find_iter(text).filter(|m| !m.is_empty()).map(|m| (m.start(), m.end())));
         }
         // A literal given to another name may hold JSON with a credential inside (`"body":"{\"apiKey\":..}"`),
-        // so the search goes on inside it.
-        let mut at = 0;
+        // so the search goes on inside it. A text without a credential word has no such name to find.
+        let mut at = if may_name_credentials(text) { 0 } else { text.len() };
         while let Some(found) = ASSIGNED_LITERAL.captures_at(text, at) {
             let (Some(name), Some(literal)) = (found.get(1), found.get(2)) else { break };
             let quote = if literal.as_str().starts_with('\\') { 2 } else { 1 };

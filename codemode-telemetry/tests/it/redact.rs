@@ -1,6 +1,8 @@
 //! Properties of the redactor over generated text: wherever a registered secret or a token shape sits, and wherever
-//! a preview is cut, neither it nor any 12-character piece of it is shown; redacting twice changes nothing.
+//! a preview is cut, neither it nor any 12-character piece of it is shown; redacting twice changes nothing; a text
+//! the redactor does not search for credential literals holds no credential-like name.
 
+use codemode_telemetry::redact::{is_credential_name, may_name_credentials};
 use codemode_telemetry::{MASK, Redactor};
 use proptest::prelude::*;
 use serde_json::json;
@@ -72,5 +74,21 @@ proptest! {
         prop_assert!(shown.contains(&format!("{quote}{MASK}{quote}")), "{shown}");
         prop_assert!(shown.contains("'kept'"));
         prop_assert_eq!(redactor.redact(&shown), shown.clone());
+    }
+
+    #[test]
+    fn a_text_without_a_credential_word_holds_no_credential_name(
+        text in "[a-zA-Z_\\-KÅ]{0,24}|(tok|en|pass|word|api|key|AUTH|se_cret|cook|ie|-|_){1,6}",
+    ) {
+        // The search for credential literals is skipped on such a text: it must find nothing there.
+        if !may_name_credentials(&text) {
+            for start in 0..text.len() {
+                for end in start + 1..=text.len() {
+                    if let Some(name) = text.get(start..end) {
+                        prop_assert!(!is_credential_name(name), "{name} in {text}");
+                    }
+                }
+            }
+        }
     }
 }
