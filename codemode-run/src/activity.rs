@@ -146,7 +146,8 @@ impl Recorder {
             args: self.redactor.preview(args.unwrap_or(&empty), self.limits.preview_bytes),
             replayed: false,
         };
-        if let Some(hook) = &self.hook {
+        let hook = self.hook.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        if let Some(hook) = hook {
             hook(&ActivityEvent::CallStarted(start.clone()));
         }
         self.open.insert(request.id, Open { start, handed: false });
