@@ -1,4 +1,4 @@
-//! What tracing costs the exec path: the 10-sequential-call cell of `codemode/benches/exec.rs`, back to back,
+//! What tracing costs the exec path: the 10-sequential-call cell of `codemode/benches/exec.rs` with a warm pool,
 //! first with nothing installed (export off, the default: every `codemode` span and metric event is disabled at its
 //! call site), then with the process's OTLP export on (`codemode_cli::telemetry`, the gateway's setup) sending to a
 //! loopback receiver started here.
@@ -10,7 +10,7 @@ use std::hint::black_box;
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::TcpListener;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use codemode::bridge::{CallContext, ToolError, ToolHost};
@@ -94,14 +94,28 @@ fn benches(c: &mut Criterion) {
     let engine = rt.block_on(async { engine() });
     std::thread::sleep(Duration::from_millis(300));
     let input = json!({ "title": "bench", "code": TEN_CALLS });
-    let run = || async { black_box(engine.exec(input.clone(), RunScope::default()).await) };
+    // As `exec/10_sequential_calls` in codemode/benches/exec.rs: between iterations (untimed, 60 ms) the workers
+    // build their next context, as they do between an agent's turns; each cell runs in a task on the runtime.
+    let warm = |iters: u64| {
+        let mut total = Duration::ZERO;
+        for _ in 0..iters {
+            rt.block_on(async { tokio::time::sleep(Duration::from_millis(60)).await });
+            let (engine, input) = (engine.clone(), input.clone());
+            let started = Instant::now();
+            black_box(rt.block_on(async {
+                tokio::spawn(async move { engine.exec(input, RunScope::default()).await }).await.expect("the cell")
+            }));
+            total += started.elapsed();
+        }
+        total
+    };
 
-    c.bench_function("telemetry/10_sequential_calls/off", |b| b.to_async(&rt).iter(run));
+    c.bench_function("telemetry/10_sequential_calls/off", |b| b.iter_custom(warm));
 
     // Installed outside the runtime, as `main` does.
     let telemetry = Telemetry::install(&ExportConfig::from_env(Some(&sink()))).expect("export installs");
     assert!(telemetry.traces(), "export is on");
-    c.bench_function("telemetry/10_sequential_calls/otlp_export", |b| b.to_async(&rt).iter(run));
+    c.bench_function("telemetry/10_sequential_calls/otlp_export", |b| b.iter_custom(warm));
     drop(rt);
     telemetry.shutdown();
 }

@@ -195,8 +195,15 @@ impl WorkerCommand {
 pub struct PoolConfig {
     /// How to start a worker.
     pub command: WorkerCommand,
-    /// Idle workers kept ready.
+    /// Idle workers kept ready ahead of demand: whenever a checkout leaves fewer idle, the pool starts more in the
+    /// background, so that a load that grows finds its next worker started.
     pub warm: usize,
+    /// The most idle workers kept: a worker that comes back to a pool holding this many is stopped. Workers
+    /// beyond `warm` stay while the load that needed them lasts, and are stopped once they sat unused for
+    /// `idle_ttl` (see [`WorkerPool::shrink_idle`]).
+    pub max_idle: usize,
+    /// How long workers beyond `warm` may sit unused before the pool stops them.
+    pub idle_ttl: Duration,
     /// The guest's memory budget in bytes.
     pub memory_limit_bytes: u64,
     /// Engine instructions one cell may execute.
@@ -209,18 +216,45 @@ pub struct PoolConfig {
     pub allow_slow_strings: bool,
 }
 
+/// The defaults of [`PoolConfig::max_idle`] and [`PoolConfig::idle_ttl`].
+pub const DEFAULT_MAX_IDLE: usize = 32;
+/// See [`DEFAULT_MAX_IDLE`].
+pub const DEFAULT_IDLE_TTL: Duration = Duration::from_secs(60);
+
 /// Pre-started workers, each with a context already built.
 #[derive(Debug)]
 pub struct WorkerPool {
     config: PoolConfig,
     /// The `Configure` message each worker gets first, serialized once.
     configure: Option<Arc<Vec<u8>>>,
-    idle: Mutex<Vec<WorkerProcess>>,
+    idle: Mutex<Idle>,
+    /// Checkouts that found no idle worker and waited for one to start.
+    spawn_waits: std::sync::atomic::AtomicU64,
     /// This pool's id, which its workers carry: a worker is only ever checked in to the pool that started it (its
     /// contexts carry that pool's globals).
     id: u64,
     /// Set by [`WorkerPool::retire`]: the pool starts and keeps no more workers.
     retired: std::sync::atomic::AtomicBool,
+}
+
+/// The idle workers, and how many of them the load has left unused since the last shrink.
+#[derive(Debug)]
+struct Idle {
+    workers: Vec<WorkerProcess>,
+    /// Workers being started in the background (by `fill`), counted toward `warm`.
+    starting: usize,
+    /// The fewest idle workers since the last shrink: that many were never needed in the meantime.
+    low_water: usize,
+    last_shrink: std::time::Instant,
+}
+
+/// What a pool has done, for operators and benches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Workers idle in the pool (their context built or being built).
+    pub idle: usize,
+    /// Checkouts that found no idle worker and waited for one to start (the cell paid for a spawn).
+    pub spawn_waits: u64,
 }
 
 /// The id of the next pool.
@@ -235,9 +269,30 @@ impl WorkerPool {
             line.push(b'\n');
             Arc::new(line)
         });
-        let id = NEXT_POOL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let retired = std::sync::atomic::AtomicBool::new(false);
-        Arc::new(WorkerPool { config, configure, idle: Mutex::new(Vec::new()), id, retired })
+        // No checkout yet: until the first, every idle worker above `warm` counts as unused.
+        let idle =
+            Idle { workers: Vec::new(), starting: 0, low_water: usize::MAX, last_shrink: std::time::Instant::now() };
+        let pool = Arc::new(WorkerPool {
+            config,
+            configure,
+            idle: Mutex::new(idle),
+            spawn_waits: std::sync::atomic::AtomicU64::new(0),
+            id: NEXT_POOL.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            retired: std::sync::atomic::AtomicBool::new(false),
+        });
+        // Idle workers beyond `warm` are stopped even when no cell comes to notice them.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let weak = Arc::downgrade(&pool);
+            let every = pool.config.idle_ttl.max(Duration::from_millis(100));
+            runtime.spawn(async move {
+                loop {
+                    tokio::time::sleep(every).await;
+                    let Some(pool) = weak.upgrade() else { return };
+                    pool.shrink_if_due();
+                }
+            });
+        }
+        pool
     }
 
     /// Stops the idle workers and keeps no more: the engine replaced this pool (its catalog changed). Workers still
@@ -245,7 +300,8 @@ impl WorkerPool {
     pub fn retire(&self) {
         self.retired.store(true, std::sync::atomic::Ordering::SeqCst);
         // Dropping a worker kills its process.
-        self.idle.lock().expect("pool lock").clear();
+        let stopped = std::mem::take(&mut self.idle.lock().expect("pool lock").workers);
+        drop(stopped);
     }
 
     fn is_retired(&self) -> bool {
@@ -259,7 +315,41 @@ impl WorkerPool {
 
     /// Workers idle in the pool (their context built or being built).
     pub fn idle_count(&self) -> usize {
-        self.idle.lock().expect("pool lock").len()
+        self.idle.lock().expect("pool lock").workers.len()
+    }
+
+    /// Idle workers and checkouts that waited for a spawn.
+    pub fn stats(&self) -> PoolStats {
+        PoolStats { idle: self.idle_count(), spawn_waits: self.spawn_waits.load(std::sync::atomic::Ordering::Relaxed) }
+    }
+
+    /// Stops the idle workers that the load left unused since the last shrink, keeping at least `warm`: if the
+    /// idle count never fell below `n` since then, `n - warm` of them were not needed. Returns how many it
+    /// stopped. The pool calls it every `idle_ttl` (from a checkout, a checkin, or a background task when no cell
+    /// comes); tests call it directly.
+    pub fn shrink_idle(&self) -> usize {
+        let surplus = {
+            let mut idle = self.idle.lock().expect("pool lock");
+            let unused = idle.low_water.min(idle.workers.len());
+            let stop = unused.saturating_sub(self.config.warm);
+            // The workers returned longest ago are taken first by checkouts; the newest go.
+            let keep = idle.workers.len() - stop;
+            let surplus = idle.workers.split_off(keep);
+            idle.low_water = idle.workers.len();
+            idle.last_shrink = std::time::Instant::now();
+            surplus
+        };
+        let stopped = surplus.len();
+        // Dropping a worker kills it (`kill_on_drop`); its reaping is tokio's.
+        drop(surplus);
+        stopped
+    }
+
+    fn shrink_if_due(&self) {
+        let due = self.idle.lock().expect("pool lock").last_shrink.elapsed() >= self.config.idle_ttl;
+        if due {
+            self.shrink_idle();
+        }
     }
 
     /// Starts one worker the way the pool does (stdin closed), reads its [`WorkerHello`], stops it and checks the
@@ -324,11 +414,20 @@ impl WorkerPool {
     /// When a worker cannot be started.
     pub fn fill(&self) -> Result<(), PoolError> {
         loop {
-            if self.is_retired() || self.idle.lock().expect("pool lock").len() >= self.config.warm {
-                return Ok(());
+            {
+                let mut idle = self.idle.lock().expect("pool lock");
+                // Workers another fill is starting count: two refills never start one worker each for one gap.
+                if self.is_retired()
+                    || idle.workers.len() + idle.starting >= self.config.warm.min(self.config.max_idle.max(1))
+                {
+                    return Ok(());
+                }
+                idle.starting += 1;
             }
-            let worker = self.spawn()?;
-            self.idle.lock().expect("pool lock").push(worker);
+            let worker = self.spawn();
+            let mut idle = self.idle.lock().expect("pool lock");
+            idle.starting -= 1;
+            idle.workers.push(worker?);
         }
     }
 
@@ -338,41 +437,54 @@ impl WorkerPool {
     ///
     /// When no worker can be started.
     pub fn checkout(self: &Arc<Self>) -> Result<WorkerProcess, PoolError> {
-        let reused = {
+        let (reused, short) = {
             let mut idle = self.idle.lock().expect("pool lock");
             // First in, first out: the worker returned longest ago has most likely finished building its next
             // context.
             let mut found = None;
-            while !idle.is_empty() {
-                let mut worker = idle.remove(0);
+            while !idle.workers.is_empty() {
+                let mut worker = idle.workers.remove(0);
                 if worker.is_alive() {
                     found = Some(worker);
                     break;
                 }
             }
-            found
+            idle.low_water = idle.low_water.min(idle.workers.len());
+            (found, idle.workers.len() + idle.starting < self.config.warm)
         };
-        match reused {
-            Some(worker) => Ok(worker),
+        self.shrink_if_due();
+        let worker = match reused {
+            Some(worker) => worker,
             None => {
-                let worker = self.spawn()?;
-                self.replenish();
-                Ok(worker)
+                self.spawn_waits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.spawn()?
             }
+        };
+        // Ahead of demand: the next checkout should find a worker started.
+        if short {
+            self.replenish();
         }
+        Ok(worker)
     }
 
-    /// Returns a worker whose cell ended cleanly; its next context is already being built. Workers beyond `warm`
-    /// are stopped, and so are workers of another pool (a parked run's worker from before the catalog changed) and
-    /// every worker of a retired pool.
+    /// Returns a worker whose cell ended cleanly; its next context is already being built. A worker that comes
+    /// back to a pool holding `max_idle` idle workers is stopped, and so are workers of another pool (a parked run's
+    /// worker from before the catalog changed) and every worker of a retired pool.
     pub fn checkin(&self, worker: WorkerProcess) {
         if worker.pool != self.id || self.is_retired() {
             return;
         }
-        let mut idle = self.idle.lock().expect("pool lock");
-        if idle.len() < self.config.warm.max(1) {
-            idle.push(worker);
-        }
+        let surplus = {
+            let mut idle = self.idle.lock().expect("pool lock");
+            if idle.workers.len() < self.config.max_idle.max(1) {
+                idle.workers.push(worker);
+                None
+            } else {
+                Some(worker)
+            }
+        };
+        drop(surplus);
+        self.shrink_if_due();
     }
 
     /// Starts workers in the background until `warm` are idle: call it when a checked-out worker will not come

@@ -211,6 +211,10 @@ fn serve(instructions: u64, confinement: ConfinementReport) -> std::io::Result<(
             // builds at once instead: there the wait would only cost throughput. A message cuts the wait.
             wait_for_input(&input, NEXT_CONTEXT_DELAY_MS);
         }
+        // The last context is dropped; collect its garbage now, before the next one is built, so that the build
+        // and the next cell run on a heap holding only live objects and do not stop to collect a whole dead
+        // context (PERFORMANCE-NOTES.md, "Fresh contexts").
+        boa_gc::force_collect();
         let sink_out = out.clone();
         let sink = Box::new(move |item| {
             // A broken pipe means the host is gone; the next read sees EOF and ends the worker.

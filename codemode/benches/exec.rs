@@ -100,6 +100,21 @@ fn benches(c: &mut Criterion) {
     c.bench_function("exec/trivial_cell_back_to_back", |b| {
         b.to_async(&rt).iter(|| async { black_box(live.exec(input("return 1+1"), RunScope::default()).await) })
     });
+    // One worker serves every cell (no warm spare, at most one idle): each cell waits for the context that worker
+    // builds after the previous cell, so this is a cell plus a context build.
+    let one = rt.block_on(async {
+        CodeMode::builder()
+            .limits(Limits { timeout_ms: 30_000, ..Limits::default() })
+            .tools(vec![ping_tool()])
+            .host(Arc::new(Ping))
+            .warm_workers(0)
+            .max_idle_workers(1)
+            .build()
+            .expect("the engine builds; build codemode-worker first")
+    });
+    c.bench_function("exec/trivial_cell_back_to_back_one_worker", |b| {
+        b.to_async(&rt).iter(|| async { black_box(one.exec(input("return 1+1"), RunScope::default()).await) })
+    });
     c.bench_function("exec/10_sequential_calls_back_to_back", |b| {
         b.to_async(&rt).iter(|| async { black_box(live.exec(input(TEN_CALLS), RunScope::default()).await) })
     });

@@ -109,6 +109,8 @@ pub struct EngineStats {
     pub parked_with_worker: usize,
     /// Worker processes idle in the pool.
     pub idle_workers: usize,
+    /// Cells (and resumes that needed a worker) that found no idle worker and waited for one to start.
+    pub spawn_waits: u64,
 }
 
 /// Builds a [`CodeMode`].
@@ -122,6 +124,8 @@ pub struct CodeModeBuilder {
     store: Option<Arc<dyn FleetBackend>>,
     worker: Option<WorkerCommand>,
     warm_workers: Option<usize>,
+    max_idle_workers: Option<usize>,
+    idle_worker_ttl: Option<Duration>,
     confinement: Confinement,
     replay_on_resume: bool,
     live_window: Option<Duration>,
@@ -251,9 +255,23 @@ impl CodeModeBuilder {
         self
     }
 
-    /// Idle workers kept ready (default 2).
+    /// Idle workers kept ready ahead of demand (default 2): whenever a cell takes a worker and leaves fewer idle,
+    /// the pool starts another in the background.
     pub fn warm_workers(mut self, n: usize) -> Self {
         self.warm_workers = Some(n);
+        self
+    }
+
+    /// The most idle workers kept (default 32): workers a load needed beyond `warm_workers` come back to the pool
+    /// and serve the next cells without a spawn, up to this many.
+    pub fn max_idle_workers(mut self, n: usize) -> Self {
+        self.max_idle_workers = Some(n);
+        self
+    }
+
+    /// How long idle workers beyond `warm_workers` may sit unused before the pool stops them (default 60 s).
+    pub fn idle_worker_ttl(mut self, ttl: Duration) -> Self {
+        self.idle_worker_ttl = Some(ttl);
         self
     }
 
@@ -313,6 +331,8 @@ impl CodeModeBuilder {
         let pool_config = PoolConfig {
             command,
             warm: self.warm_workers.unwrap_or(2),
+            max_idle: self.max_idle_workers.unwrap_or(codemode_vm::pool::DEFAULT_MAX_IDLE),
+            idle_ttl: self.idle_worker_ttl.unwrap_or(codemode_vm::pool::DEFAULT_IDLE_TTL),
             memory_limit_bytes: self.limits.memory_limit_bytes,
             instructions,
             globals: Some(globals),
@@ -570,7 +590,8 @@ impl CodeMode {
     pub fn stats(&self) -> EngineStats {
         let inner = self.inner.get();
         let (parked_runs, parked_with_worker) = inner.runs.parked_counts(codemode_run::LiveRun::holds_worker);
-        EngineStats { parked_runs, parked_with_worker, idle_workers: inner.pool.idle_count() }
+        let pool = inner.pool.stats();
+        EngineStats { parked_runs, parked_with_worker, idle_workers: pool.idle, spawn_waits: pool.spawn_waits }
     }
 
     /// The engine's catalog as it is now.

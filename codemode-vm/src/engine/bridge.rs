@@ -455,7 +455,36 @@ fn api_read(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<Js
 
 /// `extras()`: compiles the guest extras (see `extras.js`) and returns their factory.
 fn extras(_: &JsValue, _: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
-    context.eval(boa_engine::Source::from_bytes(include_str!("extras.js")))
+    super::shared::evaluate(super::shared::Shared::Extras, context)
+}
+
+/// `hidden(target, key, value)` and `visible(target, key, value)`: `Object.defineProperty(target, key, { value,
+/// writable: false, enumerable, configurable: false })` without building and reading a descriptor object; the
+/// prelude defines every guest global and member through them (most of a context's install time was spent in those
+/// descriptors). Returns `target`, as `defineProperty` does. Throws a `TypeError` when `target` is not an object
+/// or the property cannot be defined.
+fn define(args: &[JsValue], enumerable: bool, context: &mut Context) -> JsResult<JsValue> {
+    let target = args
+        .first()
+        .and_then(JsValue::as_object)
+        .ok_or_else(|| JsNativeError::typ().with_message("Object.defineProperty called on non-object"))?;
+    let key = args.get(1).cloned().unwrap_or_default().to_property_key(context)?;
+    let value = args.get(2).cloned().unwrap_or_default();
+    let descriptor = boa_engine::property::PropertyDescriptor::builder()
+        .value(value)
+        .writable(false)
+        .enumerable(enumerable)
+        .configurable(false);
+    target.define_property_or_throw(key, descriptor, context)?;
+    Ok(target.into())
+}
+
+fn hidden(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+    define(args, false, context)
+}
+
+fn visible(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+    define(args, true, context)
 }
 
 /// The natives object handed to the prelude (and never reachable from the guest afterwards).
@@ -471,5 +500,7 @@ pub fn natives(context: &mut Context) -> JsObject {
         .function(NativeFunction::from_fn_ptr(handles), js_string!("handles"), 0)
         .function(NativeFunction::from_fn_ptr(api_list), js_string!("apiList"), 1)
         .function(NativeFunction::from_fn_ptr(api_read), js_string!("apiRead"), 1)
+        .function(NativeFunction::from_fn_ptr(hidden), js_string!("hidden"), 3)
+        .function(NativeFunction::from_fn_ptr(visible), js_string!("visible"), 3)
         .build()
 }

@@ -8,6 +8,7 @@
 mod bridge;
 mod encode;
 mod hooks;
+mod shared;
 
 use std::cell::RefCell;
 use std::path::Path;
@@ -58,7 +59,8 @@ impl PreparedGlobals {
     }
 }
 
-/// One cell's engine: a fresh context with the prelude loaded, then the program.
+/// One cell's engine: a fresh context with the prelude loaded (its code compiled once per thread, see `shared`),
+/// then the program.
 pub struct Engine {
     context: Context,
     state: Shared,
@@ -104,7 +106,7 @@ impl Engine {
         hooks::seed_math_random(&mut context)?;
         crate::natives::install(&mut context)?;
         let natives = bridge::natives(&mut context);
-        let prelude = context.eval(Source::from_bytes(include_str!("prelude.js")))?;
+        let prelude = shared::evaluate(shared::Shared::Prelude, &mut context)?;
         let prelude = prelude.as_object().expect("the prelude evaluates to a function");
         let hooks = prelude.call(&JsValue::undefined(), &[natives.into()], &mut context)?;
         let hooks = hooks.as_object().expect("the prelude returns its hooks object");

@@ -36,11 +36,11 @@
   const consoleEmit = natives.console;
 
   const setAdd = Set.prototype.add;
-  const hidden = (target, key, value) =>
-    defineProperty(target, key, { value, writable: false, enumerable: false, configurable: false });
+  // A read-only, non-enumerable member: `defineProperty(target, key, { value, writable: false, enumerable: false,
+  // configurable: false })`, done natively (no descriptor object per property).
+  const hidden = natives.hidden;
   // A read-only member a program finds by enumeration (`Object.keys(MCP)`).
-  const visible = (target, key, value) =>
-    defineProperty(target, key, { value, writable: false, enumerable: true, configurable: false });
+  const visible = natives.visible;
   const slice = (s, a, b) => apply(stringSlice, s, [a, b]);
   // Lone surrogates become U+FFFD before any text leaves the guest: JSON.stringify escapes them as `\udXXX`, which
   // the host's JSON parser rejects, and a rejected payload must never turn into a silent null.

@@ -97,6 +97,8 @@ fn pool(command: WorkerCommand, confinement: Confinement) -> Arc<WorkerPool> {
         instructions: 10_000_000,
         globals: None,
         confinement,
+        max_idle: codemode_vm::pool::DEFAULT_MAX_IDLE,
+        idle_ttl: codemode_vm::pool::DEFAULT_IDLE_TTL,
         allow_slow_strings: false,
     })
 }

@@ -25,6 +25,8 @@ fn pool(command: WorkerCommand, allow_slow_strings: bool) -> std::sync::Arc<Work
         globals: None,
         allow_slow_strings,
         confinement: Default::default(),
+        max_idle: codemode_vm::pool::DEFAULT_MAX_IDLE,
+        idle_ttl: codemode_vm::pool::DEFAULT_IDLE_TTL,
     })
 }
 

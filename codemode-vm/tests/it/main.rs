@@ -8,5 +8,6 @@ mod globals;
 mod guest_api;
 mod handshake;
 mod natives;
+mod pool_sizing;
 mod pure;
 mod strings;

@@ -1,0 +1,85 @@
+//! Guest-side JavaScript compiled once per engine thread and run in every fresh realm: the prelude and the extras.
+//!
+//! Parsing and compiling the 14 KB prelude took about 3 ms of a 3.5 ms context build (PERFORMANCE-NOTES.md,
+//! "Fresh contexts"). Each thread therefore parses and compiles each script once, in a scratch context of its own
+//! whose realm no guest ever enters, and every context then runs that compiled code in its own new realm through
+//! `Script::with_realm` (the patched Boa in `vendor/boa_engine`). Running compiled code creates every function,
+//! object and environment in the realm it runs in, so each cell's guest API is as fresh as if its source had been
+//! parsed there: nothing one cell does to its globals or to the prelude's objects is visible to the next. What is
+//! shared is immutable: bytecode, its string and number constants, and nested function code.
+//!
+//! The scripts declare no global lexical bindings (each is one parenthesised function expression), which is what
+//! makes their code independent of the realm they were compiled in; `with_realm` refuses any other script.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use boa_engine::context::ContextBuilder;
+use boa_engine::{Context, JsResult, JsValue, Script, Source};
+
+/// A script compiled once per thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shared {
+    /// `prelude.js`: evaluates to the prelude's function.
+    Prelude,
+    /// `extras.js`: evaluates to the extras' factory.
+    Extras,
+}
+
+impl Shared {
+    fn source(self) -> &'static str {
+        match self {
+            Shared::Prelude => include_str!("prelude.js"),
+            Shared::Extras => include_str!("extras.js"),
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Shared::Prelude => 0,
+            Shared::Extras => 1,
+        }
+    }
+}
+
+/// This thread's compiled scripts. Leaked on purpose: the engine thread lives as long as its worker, and a `Gc`
+/// must not be dropped by a thread-local destructor that may run after the thread's collector is gone.
+struct Compiled {
+    scratch: Option<Context>,
+    scripts: [Option<Script>; 2],
+}
+
+thread_local! {
+    static COMPILED: &'static RefCell<Compiled> =
+        Box::leak(Box::new(RefCell::new(Compiled { scratch: None, scripts: [None, None] })));
+}
+
+/// Evaluates `script` in `context`'s current realm, compiling it on this thread's first use.
+///
+/// # Errors
+///
+/// When the script throws (ours never do) or `context`'s instruction budget runs out.
+pub fn evaluate(script: Shared, context: &mut Context) -> JsResult<JsValue> {
+    let compiled = COMPILED.with(|cell| compile_once(script, cell));
+    compiled?.with_realm(context.realm().clone(), context)?.evaluate(context)
+}
+
+fn compile_once(script: Shared, cell: &RefCell<Compiled>) -> JsResult<Script> {
+    let mut compiled = cell.borrow_mut();
+    if let Some(script) = &compiled.scripts[script.index()] {
+        return Ok(script.clone());
+    }
+    let Compiled { scratch, scripts } = &mut *compiled;
+    // The scratch context only parses and compiles; its realm's global scope stays empty, so the code resolves
+    // every global name at run time, in whichever realm runs it.
+    let scratch = match scratch {
+        Some(scratch) => scratch,
+        None => {
+            scratch.insert(ContextBuilder::new().module_loader(Rc::new(boa_engine::module::IdleModuleLoader)).build()?)
+        }
+    };
+    let parsed = Script::parse(Source::from_bytes(script.source()), None, scratch)?;
+    parsed.codeblock(scratch)?;
+    scripts[script.index()] = Some(parsed.clone());
+    Ok(parsed)
+}
