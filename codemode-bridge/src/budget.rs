@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+pub use codemode_telemetry::json_len;
 use serde_json::{Value, json};
 
 use crate::OutputItem;
@@ -25,24 +26,6 @@ pub fn utf8_prefix(s: &str, max: usize) -> &str {
         end -= 1;
     }
     &s[..end]
-}
-
-/// Bytes of `value` as compact JSON text, counted without building the text.
-pub fn json_len(value: &impl serde::Serialize) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 += bytes.len();
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    // Writing to a counter cannot fail; a value that cannot serialize (never a JSON value) counts what it wrote.
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
 }
 
 /// `value` if its compact JSON fits `max` bytes, else the truncation marker (which itself fits `max` when

@@ -117,19 +117,7 @@ impl CallRecord {
 
     /// Bytes of its JSON, what [`ActivityLimits::max_bytes`] counts.
     pub fn encoded_len(&self) -> usize {
-        /// Counts the bytes written to it.
-        struct Count(usize);
-        impl std::io::Write for Count {
-            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-                self.0 += bytes.len();
-                Ok(bytes.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let mut count = Count(0);
-        serde_json::to_writer(&mut count, self).map_or(0, |()| count.0)
+        crate::json_len(self)
     }
 }
 

@@ -17,6 +17,24 @@ pub use activity::{
 };
 pub use redact::{MASK, PatternError, Redactor};
 
+/// Bytes of `value` as compact JSON text, counted without building the text.
+pub fn json_len(value: &impl Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing to a counter cannot fail; a value that cannot serialize (never a JSON value) counts what it wrote.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
 /// Catalog entries per source kind.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourceCounts {
