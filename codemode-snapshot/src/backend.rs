@@ -145,8 +145,9 @@ impl SessionBackend for MemoryBackend {
     }
 }
 
-/// Keeps checkpoints and session values as JSON files under one directory:
-/// `runs/<runId>.json` and `sessions/<sha256 of the session id>.json`.
+/// Keeps checkpoints and session values as files under one directory: `runs/<runId>.json` (the checkpoint's
+/// stored form, [`Checkpoint::to_stored`]: its JSON, deflated when that is shorter) and
+/// `sessions/<sha256 of the session id>.json`.
 ///
 /// Writes are synced to disk before the rename by default (durable across power loss, ~3 ms per write here);
 /// [`FileBackend::without_fsync`] keeps them atomic and crash-safe for the process but not for the machine.
@@ -292,7 +293,7 @@ fn decode_checkpoint(
 
 impl CheckpointBackend for FileBackend {
     fn put(&self, checkpoint: &Checkpoint) -> Result<(), StoreError> {
-        let encoded = checkpoint.encode();
+        let encoded = checkpoint.to_stored();
         let bytes = seal::seal(self.keys.as_deref(), &checkpoint.run_id, &encoded);
         write_atomic(&self.run_path(&checkpoint.run_id)?, &bytes, self.fsync)
     }

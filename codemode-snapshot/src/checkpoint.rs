@@ -1,8 +1,9 @@
 //! The checkpoint of a suspended run: everything needed to rebuild it by replay in a fresh worker, in any process.
 //!
 //! It holds no engine state (source, journal, budgets, counters, scoping), so it is small and portable. The journal
-//! is encoded compactly on the wire (digests as one hex string, rounds as arrays, clocks as deltas) so a run parked
-//! after ten calls fits well under a kilobyte; in memory it is the bridge's `Journal`.
+//! is encoded compactly on the wire (digests as one hex string, rounds as arrays, clocks as deltas); in memory it is
+//! the bridge's `Journal`. Backends store the deflated form ([`Checkpoint::to_stored`]), so a run parked after ten
+//! calls, its activity record included, takes under a kilobyte.
 
 use codemode_bridge::{
     BridgeErrorCode, BridgeMethod, BridgeRequest, CallCounts, Journal, OutputBudget, PendingApproval, RequestDigest,
@@ -15,6 +16,13 @@ use crate::StoreError;
 
 /// Version of the checkpoint encoding; a checkpoint of another version is refused as corrupt.
 pub const CHECKPOINT_VERSION: u32 = 1;
+
+/// What starts a deflated stored checkpoint ([`Checkpoint::to_stored`]); JSON text never starts with a NUL byte.
+const DEFLATED: &[u8] = b"\0cmz";
+
+/// Most bytes a stored checkpoint may inflate to: above the largest `maxSnapshotBytes` (256 MiB) plus an activity
+/// log, so that a crafted stored document cannot make the host allocate without bound.
+const MAX_INFLATED: usize = 512 * 1024 * 1024;
 
 /// The error code a guest sees for a request interrupted by a restart.
 pub const INTERRUPTED_CODE: BridgeErrorCode = BridgeErrorCode::Interrupted;
@@ -331,13 +339,38 @@ impl Checkpoint {
         serde_json::to_vec(self).expect("a checkpoint has string keys only and always serializes")
     }
 
-    /// Decodes what [`Checkpoint::encode`] produced.
+    /// The stored form every byte-storing backend writes (before sealing): [`Checkpoint::encode`]'s JSON, deflated
+    /// behind a 4-byte marker when that is shorter. Its journal, effects and activity repeat the same keys and ids
+    /// call after call, so a checkpoint of ten calls shrinks about five times.
+    pub fn to_stored(&self) -> Vec<u8> {
+        let encoded = self.encode();
+        let deflated = miniz_oxide::deflate::compress_to_vec(&encoded, 6);
+        if DEFLATED.len() + deflated.len() >= encoded.len() {
+            return encoded;
+        }
+        let mut stored = Vec::with_capacity(DEFLATED.len() + deflated.len());
+        stored.extend_from_slice(DEFLATED);
+        stored.extend_from_slice(&deflated);
+        stored
+    }
+
+    /// Decodes what [`Checkpoint::encode`] or [`Checkpoint::to_stored`] produced.
     ///
     /// # Errors
     ///
-    /// A message naming what is wrong: bad JSON, a missing field or another encoding version.
+    /// A message naming what is wrong: a deflated form that does not inflate (or inflates past 512 MiB), bad JSON, a
+    /// missing field or another encoding version.
     pub fn decode(bytes: &[u8]) -> Result<Self, String> {
-        let mut checkpoint: Checkpoint = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        let inflated;
+        let json = match bytes.strip_prefix(DEFLATED) {
+            Some(deflated) => {
+                inflated = miniz_oxide::inflate::decompress_to_vec_with_limit(deflated, MAX_INFLATED)
+                    .map_err(|e| format!("the deflated checkpoint does not inflate: {e}"))?;
+                &inflated[..]
+            }
+            None => bytes,
+        };
+        let mut checkpoint: Checkpoint = serde_json::from_slice(json).map_err(|e| e.to_string())?;
         if checkpoint.version != CHECKPOINT_VERSION {
             return Err(format!("checkpoint version {} (expected {CHECKPOINT_VERSION})", checkpoint.version));
         }

@@ -101,7 +101,7 @@ fn ms(value: u64) -> i64 {
 /// The one place checkpoints become bytes and back (with the run-id check every backend makes), sealed under the
 /// run id when `keys` are set.
 fn encode(keys: Option<&Keyring>, checkpoint: &Checkpoint) -> Vec<u8> {
-    seal::seal(keys, &checkpoint.run_id, &checkpoint.encode()).into_owned()
+    seal::seal(keys, &checkpoint.run_id, &checkpoint.to_stored()).into_owned()
 }
 
 fn decode(keys: Option<&Keyring>, run_id: &str, bytes: &[u8]) -> Result<Checkpoint, StoreError> {

@@ -27,6 +27,32 @@ fn ten_calls_returning_ok_fit_in_under_a_kilobyte() {
     insta::assert_snapshot!(String::from_utf8(cp.encode()).unwrap().replace(&cp.run_id, "cm_<uuid>"));
 }
 
+/// A checkpoint as `codemode run --state` wrote it for a run parked after ten calls returning `{ok: true}`: the
+/// journal, the effect record of each write, the call names and the activity record of every call.
+const TEN_CALLS_WITH_ACTIVITY: &str = include_str!("../fixtures/ten-calls-with-activity.json");
+
+#[test]
+fn the_stored_form_of_ten_calls_with_their_activity_fits_in_under_a_kilobyte() {
+    let cp = Checkpoint::decode(TEN_CALLS_WITH_ACTIVITY.as_bytes()).expect("the fixture decodes");
+    assert_eq!(cp.activity.calls.len(), 10);
+    let plain = cp.encode();
+    assert!(plain.len() > 4096, "the JSON alone is {} bytes", plain.len());
+    let stored = cp.to_stored();
+    assert!(stored.len() < 1024, "stored in {} bytes", stored.len());
+    assert!(stored.starts_with(b"\0cmz"), "deflated behind its marker");
+    assert_eq!(Checkpoint::decode(&stored).unwrap(), cp);
+    // Plain JSON, as written before, still decodes.
+    assert_eq!(Checkpoint::decode(&plain).unwrap(), cp);
+}
+
+#[test]
+fn a_broken_deflated_checkpoint_is_refused_with_a_message() {
+    let stored = Checkpoint::decode(TEN_CALLS_WITH_ACTIVITY.as_bytes()).unwrap().to_stored();
+    let cut = &stored[..stored.len() / 2];
+    let error = Checkpoint::decode(cut).unwrap_err();
+    assert!(error.starts_with("the deflated checkpoint does not inflate"), "{error}");
+}
+
 #[test]
 fn another_version_is_refused() {
     let cp = checkpoint(owner("s", "r"), 1);
