@@ -194,13 +194,18 @@ impl Recorder {
     /// A cell is starting by replay of `journal`: every kept call whose settlement it delivers again is added to
     /// the cell's activity as replayed, and sent as a replayed start and finish. The log is not touched.
     pub(crate) fn replaying(&mut self, journal: &Journal) {
+        // The kept records by request id, looked up once per settlement (a scan of the log per settlement made a
+        // replay of n calls cost n times the log).
+        let mut kept = std::collections::HashMap::with_capacity(self.log.calls.len());
+        for (at, call) in self.log.calls.iter().enumerate() {
+            if let Some(id) = call_number(&call.start.call_id) {
+                kept.entry(id).or_insert(at);
+            }
+        }
         for round in &journal.rounds {
             for settlement in &round.settlements {
-                let Some(record) = self.log.calls.iter().find(|c| call_number(&c.start.call_id) == Some(settlement.id))
-                else {
-                    continue;
-                };
-                let record = record.replayed();
+                let Some(&at) = kept.get(&settlement.id) else { continue };
+                let record = self.log.calls[at].replayed();
                 self.cell.record(&record, &self.limits);
                 self.emit(&ActivityEvent::CallStarted(record.start.clone()));
                 self.emit(&ActivityEvent::CallFinished(record));

@@ -237,7 +237,10 @@ pub async fn exec_with(inner: Arc<Inner>, input: ExecInput, scope: RunScope, opt
     crate::trace::record_source(&span, &input.code);
     let started = crate::trace::started(&span);
     let redactor = started.map(|_| inner.redactor.clone());
-    let result = exec_run(inner, input, scope, options).instrument(span.clone()).await;
+    // Boxed: the run's future holds the whole driver (tens of KB), and every move of an unboxed one (into a
+    // spawned task, through each caller's own future) is a memcpy of all of it: 70% of the host's instructions per
+    // trivial cell before (PERFORMANCE-NOTES.md, "The per-cell path").
+    let result = Box::pin(exec_run(inner, input, scope, options)).instrument(span.clone()).await;
     if let Some(redactor) = redactor {
         crate::trace::finish_run(&span, "exec", started, &result, &redactor);
     }
@@ -315,7 +318,8 @@ async fn exec_run(inner: Arc<Inner>, input: ExecInput, scope: RunScope, options:
 /// Drives the run until it ends or parks, then returns the result (parking it in the store if needed). `slot` is
 /// the run's place under the cap: a resumed run's, or `None` until the run first dispatches host work.
 async fn finish(inner: Arc<Inner>, mut run: LiveRun, mut slot: Option<Slot<LiveRun>>) -> CodeModeResult {
-    match drive(&inner, &mut run, &mut slot).await {
+    // Boxed, so that its state is not copied into (and with) every future around it.
+    match Box::pin(drive(&inner, &mut run, &mut slot)).await {
         Stop::Done(result) => {
             if let Some(slot) = slot {
                 inner.runs.finish(slot).await;
@@ -488,11 +492,19 @@ async fn park(inner: Arc<Inner>, mut run: LiveRun, slot: Option<Slot<LiveRun>>, 
     let replay_safe = machine.replay_safe;
     checkpoint.output_budget = machine.budget.clone();
     if inner.replay_on_resume {
-        // Keep the host work, drop the engine: the next wait replays the journal in a fresh worker, which the pool
-        // starts now.
-        run.worker = None;
+        // Keep the host work, drop the engine: the next wait replays the journal in a fresh context. A worker at a
+        // quiescent point is told to drop the cell's context and build its next one, and goes back to the pool (a
+        // process start and its prelude compile cost milliseconds of CPU, on a core the next cells need); any
+        // other is stopped and the pool starts a replacement.
+        match run.worker.take() {
+            Some(mut worker) if run.machine.cell_reusable() => match Cell::send(&mut worker, &HostMessage::Reset).await
+            {
+                Ok(()) => inner.pool.checkin(worker),
+                Err(_) => inner.pool.replenish(),
+            },
+            _ => inner.pool.replenish(),
+        }
         run.machine.detach_cell();
-        inner.pool.replenish();
     } else {
         // The parked run keeps its worker: the pool starts a replacement unless the run is back soon.
         inner.pool.replenish_after(REPLENISH_AFTER_PARK);
@@ -584,7 +596,8 @@ pub async fn wait_with(inner: Arc<Inner>, run_id: &str, scope: RunScope, options
     let started = crate::trace::started(&span);
     crate::trace::record_run_id_on(&span, run_id);
     let redactor = started.map(|_| inner.redactor.clone());
-    let result = wait_run(inner, run_id, scope, options, &span).instrument(span.clone()).await;
+    // Boxed, as in `exec_with`.
+    let result = Box::pin(wait_run(inner, run_id, scope, options, &span)).instrument(span.clone()).await;
     if let Some(redactor) = redactor {
         crate::trace::finish_run(&span, "wait", started, &result, &redactor);
     }
@@ -693,7 +706,7 @@ async fn wait_run(
     }
     let mut slot = Some(resumed.guard);
     let stop = tokio::select! {
-        stop = drive(&inner, &mut run, &mut slot) => stop,
+        stop = Box::pin(drive(&inner, &mut run, &mut slot)) => stop,
         Ok(reply) = &mut aborted => return aborted_during_wait(&inner, run, Some(reply)).await,
     };
     match stop {

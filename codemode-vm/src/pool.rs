@@ -2,8 +2,9 @@
 //! starting workers ahead of need, talking to them over their stdin/stdout, and telling how a worker died.
 //!
 //! Invariant: a worker serves one cell at a time and is either idle in the pool, owned by exactly one run, or
-//! killed. A worker whose cell did not end cleanly is never returned to the pool, and no worker serves a cell before
-//! its [`WorkerHello`] was read and accepted.
+//! killed. A worker whose cell did not end cleanly (its program ended, or the host reset it at a quiescent point with
+//! [`HostMessage::Reset`]) is never returned to the pool, and no worker serves a cell before its [`WorkerHello`] was
+//! read and accepted.
 
 use std::io::{BufRead as _, Read as _};
 use std::os::fd::AsRawFd as _;

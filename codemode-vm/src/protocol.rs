@@ -16,7 +16,7 @@ use crate::confine::ConfinementReport;
 /// renamed or given another meaning, including in the bridge types the messages carry): a host and a worker built
 /// from different versions then refuse each other up front instead of misreading each other mid-cell. Changes that
 /// only the sending side sees (a comment, a new optional field the other side ignores) need no bump.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// What a worker announces about itself before anything else, so the host can refuse it before it serves a cell.
 ///
@@ -132,6 +132,10 @@ pub enum HostMessage {
     Start(Box<Start>),
     /// Deliver settlements at the current quiescent point.
     Settle(Round),
+    /// Abandon the cell at its current quiescent point (its run parked, to resume by replay in a fresh context):
+    /// the worker drops the cell's context without a word and builds its next one, as after a cell that ended, so
+    /// that the host can return it to the pool instead of stopping it and starting another process.
+    Reset,
     /// Stop the worker process.
     Shutdown,
 }
@@ -177,7 +181,8 @@ pub enum CellFailure {
 pub enum WorkerMessage {
     /// The worker's first message, written before it reads anything.
     Hello(WorkerHello),
-    /// The worker's next context is built; it reads the next `Start`.
+    /// The worker's next context is built; it reads the next `Start`. Workers of this version no longer send it
+    /// (the host never waited for it); the host still skips it.
     Ready,
     /// An output item, as soon as it is produced.
     Output(OutputItem),

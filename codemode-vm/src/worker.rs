@@ -204,6 +204,7 @@ fn serve(instructions: u64, confinement: ConfinementReport) -> std::io::Result<(
     // Whether the last context waited long for its cell: the worker serves an agent's turns, not a busy host.
     let mut sat_idle = false;
     let mut warm = KeepWarm::new();
+    let mut spin = SettleSpin::default();
     loop {
         if sat_idle && next.is_none() {
             // The host is still taking the result this worker just sent; building the next context right away
@@ -233,7 +234,8 @@ fn serve(instructions: u64, confinement: ConfinementReport) -> std::io::Result<(
             eprintln!("codemode worker: the globals could not be installed: {e}");
             return Err(std::io::Error::other("globals rejected"));
         }
-        write_message(&mut *out.borrow_mut(), &WorkerMessage::Ready)?;
+        // No `Ready` is written: the host never waits for one, and the write woke the host's I/O driver for
+        // nothing once per cell.
         let ready_at = std::time::Instant::now();
         let mut started = false;
         if next.is_none() {
@@ -255,6 +257,8 @@ fn serve(instructions: u64, confinement: ConfinementReport) -> std::io::Result<(
                     engine.start(*start)
                 }
                 HostMessage::Settle(round) if started => engine.settle(&round),
+                // The run parked and resumes by replay elsewhere: this context is dropped like a finished one.
+                HostMessage::Reset if started => break,
                 _ => {
                     eprintln!("codemode worker: message out of order");
                     return Err(std::io::Error::other("message out of order"));
@@ -262,9 +266,13 @@ fn serve(instructions: u64, confinement: ConfinementReport) -> std::io::Result<(
             };
             // The outcome is reported once; a later report of the same cell drains its last requests.
             let done = matches!(step, WorkerMessage::Failed { .. }) || engine.is_finished();
+            let awaits_host = matches!(&step, WorkerMessage::Quiescent { open, .. } if *open > 0);
             write_message(&mut *out.borrow_mut(), &step)?;
             if done {
                 break;
+            }
+            if awaits_host {
+                spin.wait(&input);
             }
         }
     }
@@ -332,6 +340,51 @@ impl KeepWarm {
         let evaluated = scratch.eval(boa_engine::Source::from_bytes(KEEP_WARM_SCRIPT)).and_then(|_| scratch.run_jobs());
         if evaluated.is_err() || scratch.instructions_remaining() < 1_000 {
             self.scratch = None;
+        }
+    }
+}
+
+/// Waits briefly, awake, for the host's answer to the requests a report released, before the blocking read.
+///
+/// A host that answers at once (a tool host that settles without a task) writes its `Settle` within tens of
+/// microseconds; a worker asleep in `read` must then be woken, which costs about 20 µs on this kind of VM when its
+/// CPU had halted (PERFORMANCE-NOTES.md, "The per-cell path"). For at most [`SETTLE_SPIN`] the worker therefore
+/// polls its input without blocking, yielding its CPU to any other runnable thread between polls, so a loaded
+/// machine loses nothing but the polls. A wait that found nothing makes the next waits skip the spin (doubling up
+/// to [`SPIN_BACKOFF_MAX`] waits), so a host whose answers take longer (slow tools, a loaded host) costs at most
+/// one spin in that many.
+#[derive(Default)]
+struct SettleSpin {
+    /// Waits left to skip before spinning again.
+    skip: u32,
+    /// How many waits the last miss made the worker skip.
+    backoff: u32,
+}
+
+/// The longest a worker spins for a `Settle`.
+const SETTLE_SPIN: std::time::Duration = std::time::Duration::from_micros(60);
+/// The most waits a miss makes the worker skip spinning for.
+const SPIN_BACKOFF_MAX: u32 = 64;
+
+impl SettleSpin {
+    fn wait(&mut self, input: &BufReader<File>) {
+        if self.skip > 0 {
+            self.skip -= 1;
+            return;
+        }
+        let since = std::time::Instant::now();
+        loop {
+            if wait_for_input(input, 0) {
+                self.backoff = 0;
+                return;
+            }
+            if since.elapsed() >= SETTLE_SPIN {
+                self.backoff = (self.backoff * 2).clamp(1, SPIN_BACKOFF_MAX);
+                self.skip = self.backoff;
+                return;
+            }
+            // SAFETY: sched_yield has no preconditions; it only lets another runnable thread have this CPU.
+            unsafe { libc::sched_yield() };
         }
     }
 }

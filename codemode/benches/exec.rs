@@ -58,6 +58,9 @@ fn benches(c: &mut Criterion) {
     let replay = rt.block_on(async { engine(true) });
     // Let the pools fill.
     std::thread::sleep(Duration::from_millis(300));
+    if let Some(n) = std::env::var("CODEMODE_EXEC_COUNT").ok().and_then(|n| n.parse::<u32>().ok()) {
+        count_only(&rt, &live, &replay, n);
+    }
 
     // Latency with a warm pool: between iterations (untimed, 60 ms) the workers finish building their next
     // context, as they do between an agent's turns. Each call runs in a task on the runtime, as it does in a
@@ -175,6 +178,40 @@ fn benches(c: &mut Criterion) {
         size
     });
     println!("checkpoint after 10 calls returning {{ok:true}}: {size} bytes");
+}
+
+/// `CODEMODE_EXEC_COUNT=n`: runs n cells of `CODEMODE_EXEC_KIND` back to back and exits, for instruction counts
+/// of the host side under `valgrind --tool=callgrind` (which does not follow the worker processes): run two counts
+/// and divide the difference. Kinds: `trivial` (default), `ten` (10 sequential calls), `live` (suspend and resume
+/// on the live worker), `replay100` (the wait of a run that made 100 calls, resumed by replay; the exec that parks
+/// it is counted too).
+fn count_only(rt: &tokio::runtime::Runtime, live: &CodeMode, replay: &CodeMode, n: u32) -> ! {
+    const TEN: &str = "let n = 0; for (let i = 0; i < 10; i++) { if ((await ping({})).ok) n++ } return n";
+    const LIVE: &str = "const r = await yield_control('x'); return r.status";
+    const REPLAY: &str = "for (let i = 0; i < 100; i++) await ping({}); await yield_control('x'); return 1";
+    let kind = std::env::var("CODEMODE_EXEC_KIND").unwrap_or_default();
+    let started = Instant::now();
+    for _ in 0..n {
+        let (live, replay, kind) = (live.clone(), replay.clone(), kind.clone());
+        let task = async move {
+            match kind.as_str() {
+                "ten" => live.exec(input(TEN), RunScope::default()).await,
+                "live" => {
+                    let first = live.exec(input(LIVE), RunScope::default()).await;
+                    live.wait(json!({ "runId": run_id(&first) }), RunScope::default()).await
+                }
+                "replay100" => {
+                    let first = replay.exec(input(REPLAY), RunScope::default()).await;
+                    replay.wait(json!({ "runId": run_id(&first) }), RunScope::default()).await
+                }
+                _ => live.exec(input("return 1+1"), RunScope::default()).await,
+            }
+        };
+        let result = rt.block_on(async { tokio::spawn(task).await.expect("the cell's task") });
+        assert!(matches!(result, CodeModeResult::Completed(_)), "{result:?}");
+    }
+    println!("{n} cells of kind {kind:?}: {:?} each", started.elapsed() / n);
+    std::process::exit(0)
 }
 
 fn engine_with_state(dir: &std::path::Path) -> CodeMode {

@@ -1,9 +1,11 @@
 //! Suspend and resume: yield_control, pending tools at the deadline, timers, live and replay paths, store scoping.
 
-use codemode::{CodeModeResult, Limits, RunScope};
+use std::sync::Arc;
+
+use codemode::{CodeMode, CodeModeResult, Limits, RunScope};
 use serde_json::json;
 
-use crate::support::{engine, engine_with, exec, failure, texts, value, wait};
+use crate::support::{TestHost, engine, engine_with, exec, failure, texts, tools, value, wait};
 
 fn run_id(result: &CodeModeResult) -> String {
     match result {
@@ -40,6 +42,33 @@ async fn yield_and_resume_on_the_live_path() {
 #[tokio::test]
 async fn yield_and_resume_by_replay() {
     yield_round_trip(true).await;
+}
+
+#[tokio::test]
+async fn a_parked_runs_worker_is_reset_and_its_next_cell_sees_nothing_of_the_parked_program() {
+    // No warm spare and one idle worker at most: the cell after the park runs in the very worker that held the
+    // parked program, which the park reset (its context dropped) and returned to the pool.
+    let engine = CodeMode::builder()
+        .limits(Limits { timeout_ms: 5_000, ..Limits::default() })
+        .tools(tools())
+        .host(Arc::new(TestHost::default()))
+        .warm_workers(0)
+        .max_idle_workers(1)
+        .replay_on_resume(true)
+        .build()
+        .expect("the engine builds (is codemode-worker built? cargo build -p codemode-vm --bin codemode-worker)");
+    const POISON: &str = "globalThis.leaked = 1; Object.prototype.polluted = 'yes'; Array.prototype.push = () => 0; \
+         const r = await yield_control('x'); return [typeof leaked, ({}).polluted, [1].push(2), r.status]";
+    let first = exec(&engine, POISON).await;
+    let id = run_id(&first);
+    assert_eq!(engine.stats().idle_workers, 1, "the parked run's worker went back to the pool");
+    let spawned = engine.stats().spawn_waits;
+    let probe = exec(&engine, "return [typeof leaked, ({}).polluted, [1].push(2)]").await;
+    assert_eq!(value(&probe), json!(["undefined", null, 2]), "the reset worker's next context is fresh");
+    assert_eq!(engine.stats().spawn_waits, spawned, "the probe ran in the reset worker, not in a new one");
+    // The parked run resumes by replay in a fresh context of its own, poisoned again only there.
+    let resumed = wait(&engine, &id).await;
+    assert_eq!(value(&resumed), json!(["number", "yes", 0, "yielded"]));
 }
 
 #[tokio::test]
