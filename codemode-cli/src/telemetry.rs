@@ -1,15 +1,18 @@
 //! Process-level OpenTelemetry export: when an OTLP endpoint is configured (the standard `OTEL_EXPORTER_OTLP_*`
-//! variables, or the gateway's `[telemetry] otlp_endpoint`), the `codemode` spans and metric events go through
-//! tracing-opentelemetry to the SDK's batch span processor and periodic metric reader, and out over OTLP
-//! http/protobuf; [`Telemetry::shutdown`] flushes both when the process ends. It also holds the W3C trace-context
+//! variables, or the gateway's `[telemetry] otlp_endpoint`), the `codemode` spans go through tracing-opentelemetry
+//! to the SDK's batch span processor, the measurements straight into the SDK's instruments (the
+//! `codemode_telemetry::otel` metrics sink) and its periodic metric reader, and out over OTLP http/protobuf; [`Telemetry::shutdown`] flushes both
+//! when the process ends. It also holds the W3C trace-context
 //! helpers the gateway uses to continue a client's trace and hand its own to upstream servers (`params._meta`).
 //!
-//! Invariant: with no endpoint nothing is installed (no subscriber, no provider, no thread), so every `codemode`
-//! span and metric event is disabled at its call site. Only the `codemode` target is exported, never the spans of
+//! Invariant: with no endpoint nothing is installed (no subscriber, no provider, no metrics sink, no thread), so
+//! every `codemode` span and metric event is disabled at its call site. Only the `codemode` target is exported, never the spans of
 //! libraries underneath (rmcp's).
 
 use std::collections::HashMap;
 
+use opentelemetry::KeyValue;
+use opentelemetry::metrics::{Counter, Histogram};
 use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::WithExportConfig as _;
@@ -17,8 +20,9 @@ use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{BatchSpanProcessor, SdkTracerProvider};
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+use tracing_subscriber::Layer as _;
+use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::SubscriberExt as _;
-use tracing_subscriber::{Layer as _, filter::Targets};
 
 /// The generic OTLP endpoint variable (`/v1/traces` and `/v1/metrics` are appended).
 pub const ENDPOINT_VAR: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
@@ -116,7 +120,6 @@ impl Telemetry {
             eprintln!("codemode: OTEL_EXPORTER_OTLP_PROTOCOL={protocol} is not supported; exporting http/protobuf");
         }
         let resource = resource();
-        let filter = || Targets::new().with_target(codemode_telemetry::otel::TARGET, tracing::Level::TRACE);
         let mut telemetry = Telemetry::default();
         let mut layers = Vec::new();
         if config.traces {
@@ -133,7 +136,18 @@ impl Telemetry {
                 .with_resource(resource.clone())
                 .build();
             let tracer = provider.tracer("codemode");
-            layers.push(tracing_opentelemetry::layer().with_tracer(tracer).with_filter(filter()).boxed());
+            // The spans with the attributes they are given: no code location, thread, target or busy/idle times,
+            // and no OpenTelemetry context made current on every poll (nothing here reads `Context::current`;
+            // parents come from the `tracing` span tree). Each of those cost every nested call allocations and
+            // clock reads, and the exporter bytes.
+            let layer = tracing_opentelemetry::layer()
+                .with_tracer(tracer)
+                .with_location(false)
+                .with_threads(false)
+                .with_target(false)
+                .with_tracked_inactivity(false)
+                .with_context_activation(false);
+            layers.push(layer.boxed());
             opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
             telemetry.tracer = Some(provider);
         }
@@ -151,11 +165,20 @@ impl Telemetry {
                 .with_resource(resource)
                 .build();
             opentelemetry::global::set_meter_provider(provider.clone());
-            layers.push(tracing_opentelemetry::MetricsLayer::new(provider.clone()).with_filter(filter()).boxed());
+            // Measurements go straight into the instruments, not through `tracing` events.
+            codemode_telemetry::otel::set_metrics(Box::new(OtelMetrics::new(&provider)));
             telemetry.meter = Some(provider);
+        } else {
+            // Not exported: dropped, and never `tracing` events the span layer would attach to spans.
+            codemode_telemetry::otel::set_metrics(Box::new(NoMetrics));
         }
-        let subscriber = tracing_subscriber::registry().with(layers);
-        tracing::subscriber::set_global_default(subscriber).map_err(|e| TelemetryError(e.to_string()))?;
+        if !layers.is_empty() {
+            // One global filter: only `codemode` spans (and no event, as every measurement goes to the sink) reach
+            // the layer; the callsites of the libraries underneath stay disabled.
+            let targets = Targets::new().with_target(codemode_telemetry::otel::TARGET, tracing::Level::TRACE);
+            let subscriber = tracing_subscriber::registry().with(targets).with(layers);
+            tracing::subscriber::set_global_default(subscriber).map_err(|e| TelemetryError(e.to_string()))?;
+        }
         Ok(telemetry)
     }
 
@@ -252,6 +275,91 @@ impl Injector for Carrier<'_> {
     fn set(&mut self, key: &str, value: String) {
         self.0.insert(key.to_owned(), value);
     }
+}
+
+/// The metrics sink of an exporting process: the instruments of `codemode_telemetry::otel::metric`, recorded
+/// directly (durations in seconds).
+struct OtelMetrics {
+    exec_duration: Histogram<f64>,
+    call_duration: Histogram<f64>,
+    calls: Counter<u64>,
+    replays: Counter<u64>,
+    mcp_client_duration: Histogram<f64>,
+    mcp_server_duration: Histogram<f64>,
+}
+
+impl OtelMetrics {
+    fn new(provider: &SdkMeterProvider) -> OtelMetrics {
+        use codemode_telemetry::otel::metric;
+        use opentelemetry::metrics::MeterProvider as _;
+        let meter = provider.meter("codemode");
+        let seconds = |name: &'static str, description: &'static str| {
+            meter.f64_histogram(name).with_unit("s").with_description(description).build()
+        };
+        OtelMetrics {
+            exec_duration: seconds(metric::EXEC_DURATION, "How long an exec or wait took"),
+            call_duration: seconds(metric::CALL_DURATION, "How long a live nested tool call took"),
+            calls: meter.u64_counter(metric::CALLS).with_description("Nested tool calls, by status").build(),
+            replays: meter.u64_counter(metric::REPLAYS).with_description("Runs resumed by replay").build(),
+            mcp_client_duration: seconds(metric::MCP_CLIENT_DURATION, "MCP requests sent to upstream servers"),
+            mcp_server_duration: seconds(metric::MCP_SERVER_DURATION, "MCP requests the gateway served"),
+        }
+    }
+}
+
+/// The sink of a process that exports traces but not metrics.
+struct NoMetrics;
+
+impl codemode_telemetry::otel::Metrics for NoMetrics {
+    fn exec(&self, _: &'static str, _: &'static str, _: f64) {}
+    fn call(&self, _: &str, _: &'static str, _: bool, _: Option<f64>) {}
+    fn replay(&self) {}
+    fn mcp_client(&self, _: &str, _: Option<&str>, _: f64) {}
+    fn mcp_server(&self, _: &str, _: Option<&str>, _: f64) {}
+}
+
+impl codemode_telemetry::otel::Metrics for OtelMetrics {
+    fn exec(&self, tool: &'static str, status: &'static str, seconds: f64) {
+        use codemode_telemetry::otel::attr;
+        self.exec_duration
+            .record(seconds, &[KeyValue::new(attr::GEN_AI_TOOL_NAME, tool), KeyValue::new(attr::STATUS, status)]);
+    }
+
+    fn call(&self, tool: &str, status: &'static str, replayed: bool, seconds: Option<f64>) {
+        use codemode_telemetry::otel::attr;
+        let attributes = [
+            KeyValue::new(attr::GEN_AI_TOOL_NAME, tool.to_owned()),
+            KeyValue::new(attr::STATUS, status),
+            KeyValue::new(attr::REPLAYED, replayed),
+        ];
+        if let Some(seconds) = seconds {
+            self.call_duration.record(seconds, &attributes);
+        }
+        self.calls.add(1, &attributes);
+    }
+
+    fn replay(&self) {
+        self.replays.add(1, &[]);
+    }
+
+    fn mcp_client(&self, tool: &str, error_type: Option<&str>, seconds: f64) {
+        self.mcp_client_duration.record(seconds, &mcp_attributes(tool, error_type));
+    }
+
+    fn mcp_server(&self, tool: &str, error_type: Option<&str>, seconds: f64) {
+        self.mcp_server_duration.record(seconds, &mcp_attributes(tool, error_type));
+    }
+}
+
+/// The attributes of the MCP request metrics: the method, the tool and, for a failed request, `error.type`.
+fn mcp_attributes(tool: &str, error_type: Option<&str>) -> Vec<KeyValue> {
+    use codemode_telemetry::otel::{TOOLS_CALL, attr};
+    let mut attributes =
+        vec![KeyValue::new(attr::MCP_METHOD_NAME, TOOLS_CALL), KeyValue::new(attr::GEN_AI_TOOL_NAME, tool.to_owned())];
+    if let Some(kind) = error_type {
+        attributes.push(KeyValue::new(attr::ERROR_TYPE, kind.to_owned()));
+    }
+    attributes
 }
 
 /// Registers the engine gauges (parked runs, live workers) on the global meter; `stats` reads the engine, or

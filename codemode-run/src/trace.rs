@@ -1,12 +1,12 @@
-//! The `tracing` spans and metric events of a run: one INTERNAL `execute_tool exec` (or `wait`) span per call of
+//! The `tracing` spans and the measurements of a run: one INTERNAL `execute_tool exec` (or `wait`) span per call of
 //! the engine, one INTERNAL `execute_tool <tool>` child per nested tool call (live, or delivered from the journal by
 //! a replay, then marked `codemode.replayed`), named and attributed after the OpenTelemetry GenAI conventions; and
-//! the metric events (durations, calls by status, replays) that tracing-opentelemetry's metrics layer turns into
-//! instruments. Names are `codemode_telemetry::otel`'s.
+//! the measurements (durations, calls by status, replays), recorded through `codemode_telemetry::otel`'s metrics
+//! sink or as `tracing` events. Names are `codemode_telemetry::otel`'s.
 //!
-//! Invariant: nothing here changes what a run does. With no subscriber interested in the `codemode` target every
-//! span is disabled and every helper returns at its first check, so a run pays no clock read, hash or string for
-//! them. A span never carries a program's source (its SHA-256 and length only) nor an unredacted message.
+//! Invariant: nothing here changes what a run does. With no subscriber interested in the `codemode` target and no
+//! metrics sink installed, every span is disabled and every helper returns at its first check, so a run pays no
+//! clock read, hash or string for them. A span never carries a program's source (its SHA-256 and length only) nor an unredacted message.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -65,9 +65,10 @@ pub(crate) fn record_run_id_on(span: &Span, run_id: &str) {
     }
 }
 
-/// When a traced operation started; `None` when nobody listens, so no clock is read.
+/// When a traced or measured operation started; `None` when nobody listens (no span recorded, no metrics sink), so
+/// no clock is read.
 pub(crate) fn started(span: &Span) -> Option<Instant> {
-    (!span.is_disabled()).then(Instant::now)
+    (!span.is_disabled() || otel::metrics_installed()).then(Instant::now)
 }
 
 /// Ends an `exec`/`wait` span with the result's status (a failed result is an error span with its code and the
@@ -92,22 +93,16 @@ pub(crate) fn finish_run(
         }
     };
     span.record("codemode.status", status);
-    tracing::event!(
-        target: TARGET,
-        tracing::Level::INFO,
-        histogram.codemode.exec.duration = started.elapsed().as_secs_f64(),
-        "gen_ai.tool.name" = tool,
-        "codemode.status" = status,
-    );
+    otel::record_exec(tool, status, started.elapsed().as_secs_f64());
 }
 
 /// Marks a `wait` span as a resume by replay and counts it.
 pub(crate) fn replay(span: &Span) {
-    if span.is_disabled() {
+    if span.is_disabled() && !otel::metrics_installed() {
         return;
     }
     span.record("codemode.replayed", true);
-    tracing::event!(target: TARGET, tracing::Level::INFO, monotonic_counter.codemode.replays = 1_u64);
+    otel::record_replay();
 }
 
 /// The tool a request names, when it is a tool call (or an MCP namespace operation), as the checkpoint keeps it
@@ -184,7 +179,7 @@ pub(crate) fn settled(
     started: Option<Instant>,
     redactor: &Redactor,
 ) {
-    if span.is_disabled() {
+    if span.is_disabled() && !otel::metrics_installed() {
         return;
     }
     let status = match value {
@@ -206,31 +201,15 @@ pub(crate) fn settled(
     if call.write {
         span.record("codemode.effect_status", crate::machine::effect_status(value).as_str());
     }
-    let tool = call.tool.as_str();
-    match started {
-        Some(started) => tracing::event!(
-            target: TARGET,
-            tracing::Level::INFO,
-            histogram.codemode.call.duration = started.elapsed().as_secs_f64(),
-            monotonic_counter.codemode.calls = 1_u64,
-            "codemode.status" = status,
-            "codemode.replayed" = replayed,
-            "gen_ai.tool.name" = tool,
-        ),
-        None => tracing::event!(
-            target: TARGET,
-            tracing::Level::INFO,
-            monotonic_counter.codemode.calls = 1_u64,
-            "codemode.status" = status,
-            "codemode.replayed" = replayed,
-            "gen_ai.tool.name" = tool,
-        ),
-    }
+    otel::record_call(&call.tool, status, replayed, started.map(|started| started.elapsed().as_secs_f64()));
 }
 
 /// Records an error on a span: `error.type`, the ERROR status and the message, redacted with the engine's
 /// `redactor` (token shapes, registered secrets, configured patterns) and capped.
 fn error(span: &Span, kind: &str, message: &str, redactor: &Redactor) {
+    if span.is_disabled() {
+        return;
+    }
     span.record("error.type", kind);
     span.record("otel.status_code", "ERROR");
     let redacted = redactor.redact(message).into_owned();
@@ -300,7 +279,7 @@ impl Drop for CallTrace {
 /// The spans of the calls a resume by replay delivers from the journal: one `execute_tool <tool>` per named call
 /// settled in a recorded round, marked `codemode.replayed`, under `parent` (the `wait` span).
 pub(crate) fn replayed_calls(parent: &Span, checkpoint: &Checkpoint, redactor: &Redactor) {
-    if parent.is_disabled() || checkpoint.call_names.is_empty() {
+    if (parent.is_disabled() && !otel::metrics_installed()) || checkpoint.call_names.is_empty() {
         return;
     }
     for round in &checkpoint.journal.rounds {

@@ -2,9 +2,13 @@
 //! GenAI and MCP semantic conventions (`execute_tool {gen_ai.tool.name}`, `tools/call {name}`), plus the
 //! `codemode.*` attributes of its own, and the digest that stands in for a program's source on a span.
 //!
-//! It holds names and pure helpers only: which subscriber (if any) receives the spans and where they are exported is
-//! the binary's business. Invariant: the source of a program never appears on a span, only [`source_digest`] and its
-//! length.
+//! It holds names, pure helpers and where the metrics go: which subscriber (if any) receives the spans and where
+//! spans and metrics are exported is the binary's business. A process that exports installs a [`Metrics`] sink
+//! (the `codemode` binary's records straight into OpenTelemetry instruments); without one each measurement is a
+//! `tracing` event for tracing-opentelemetry's metrics layer, disabled at its call site when nobody listens.
+//! Invariant: the source of a program never appears on a span, only [`source_digest`] and its length.
+
+use std::sync::OnceLock;
 
 use sha2::{Digest, Sha256};
 
@@ -61,7 +65,8 @@ pub mod attr {
     pub const SOURCE_LENGTH: &str = "codemode.source.length";
 }
 
-/// Metric names (OpenTelemetry instruments, recorded through tracing-opentelemetry's metrics layer).
+/// Metric names (OpenTelemetry instruments, recorded by the [`Metrics`] sink, or through tracing-opentelemetry's
+/// metrics layer when none is installed).
 pub mod metric {
     /// Histogram, seconds: how long an `exec` or `wait` took, by `gen_ai.tool.name` and `codemode.status`.
     pub const EXEC_DURATION: &str = "codemode.exec.duration";
@@ -79,6 +84,113 @@ pub mod metric {
     pub const MCP_SERVER_DURATION: &str = "mcp.server.operation.duration";
     /// Histogram, seconds: MCP requests the gateway sent upstream (the MCP conventions' client metric).
     pub const MCP_CLIENT_DURATION: &str = "mcp.client.operation.duration";
+}
+
+/// Where the measurements of runs and nested calls go when a process installed it with [`set_metrics`]: the
+/// `codemode` binary's sink records them straight into OpenTelemetry instruments, which costs a nested call a small
+/// fraction of what a `tracing` event through tracing-opentelemetry's metrics layer costs.
+pub trait Metrics: Send + Sync + 'static {
+    /// An `exec` or `wait` (`tool`) ended with `status` after `seconds` ([`metric::EXEC_DURATION`]).
+    fn exec(&self, tool: &'static str, status: &'static str, seconds: f64);
+    /// A nested call settled with `status` ([`metric::CALLS`]); `seconds` is a live call's duration
+    /// ([`metric::CALL_DURATION`]), `None` for a call a replay delivered from the journal.
+    fn call(&self, tool: &str, status: &'static str, replayed: bool, seconds: Option<f64>);
+    /// A run resumed by replay ([`metric::REPLAYS`]).
+    fn replay(&self);
+    /// A `tools/call` to an upstream MCP server answered after `seconds`, with `error_type` when it failed
+    /// ([`metric::MCP_CLIENT_DURATION`]).
+    fn mcp_client(&self, tool: &str, error_type: Option<&str>, seconds: f64);
+    /// The gateway answered a `tools/call` after `seconds`, with `error_type` when it failed
+    /// ([`metric::MCP_SERVER_DURATION`]).
+    fn mcp_server(&self, tool: &str, error_type: Option<&str>, seconds: f64);
+}
+
+static METRICS: OnceLock<Box<dyn Metrics>> = OnceLock::new();
+
+/// Installs the process's metrics sink; `false` (and `sink` dropped) when one is installed already.
+pub fn set_metrics(sink: Box<dyn Metrics>) -> bool {
+    METRICS.set(sink).is_ok()
+}
+
+/// Whether a metrics sink is installed: measurements are then taken even when no span is recorded.
+pub fn metrics_installed() -> bool {
+    METRICS.get().is_some()
+}
+
+/// Records an `exec`/`wait`'s end (see [`Metrics::exec`]).
+pub fn record_exec(tool: &'static str, status: &'static str, seconds: f64) {
+    match METRICS.get() {
+        Some(sink) => sink.exec(tool, status, seconds),
+        None => tracing::event!(
+            target: TARGET,
+            tracing::Level::INFO,
+            histogram.codemode.exec.duration = seconds,
+            "gen_ai.tool.name" = tool,
+            "codemode.status" = status,
+        ),
+    }
+}
+
+/// Records a nested call's settlement (see [`Metrics::call`]).
+pub fn record_call(tool: &str, status: &'static str, replayed: bool, seconds: Option<f64>) {
+    match (METRICS.get(), seconds) {
+        (Some(sink), _) => sink.call(tool, status, replayed, seconds),
+        (None, Some(seconds)) => tracing::event!(
+            target: TARGET,
+            tracing::Level::INFO,
+            histogram.codemode.call.duration = seconds,
+            monotonic_counter.codemode.calls = 1_u64,
+            "codemode.status" = status,
+            "codemode.replayed" = replayed,
+            "gen_ai.tool.name" = tool,
+        ),
+        (None, None) => tracing::event!(
+            target: TARGET,
+            tracing::Level::INFO,
+            monotonic_counter.codemode.calls = 1_u64,
+            "codemode.status" = status,
+            "codemode.replayed" = replayed,
+            "gen_ai.tool.name" = tool,
+        ),
+    }
+}
+
+/// Records a resume by replay (see [`Metrics::replay`]).
+pub fn record_replay() {
+    match METRICS.get() {
+        Some(sink) => sink.replay(),
+        None => tracing::event!(target: TARGET, tracing::Level::INFO, monotonic_counter.codemode.replays = 1_u64),
+    }
+}
+
+/// Records an upstream `tools/call` (see [`Metrics::mcp_client`]).
+pub fn record_mcp_client(tool: &str, error_type: Option<&str>, seconds: f64) {
+    match METRICS.get() {
+        Some(sink) => sink.mcp_client(tool, error_type, seconds),
+        None => tracing::event!(
+            target: TARGET,
+            tracing::Level::INFO,
+            histogram.mcp.client.operation.duration = seconds,
+            "mcp.method.name" = TOOLS_CALL,
+            "gen_ai.tool.name" = tool,
+            "error.type" = error_type,
+        ),
+    }
+}
+
+/// Records a `tools/call` the gateway answered (see [`Metrics::mcp_server`]).
+pub fn record_mcp_server(tool: &str, error_type: Option<&str>, seconds: f64) {
+    match METRICS.get() {
+        Some(sink) => sink.mcp_server(tool, error_type, seconds),
+        None => tracing::event!(
+            target: TARGET,
+            tracing::Level::INFO,
+            histogram.mcp.server.operation.duration = seconds,
+            "mcp.method.name" = TOOLS_CALL,
+            "gen_ai.tool.name" = tool,
+            "error.type" = error_type,
+        ),
+    }
 }
 
 /// The hex SHA-256 of a program's source: what a span carries instead of the source.

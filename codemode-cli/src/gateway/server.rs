@@ -800,14 +800,8 @@ fn server_span_end(
     if let Some((kind, message)) = &failure {
         crate::telemetry::record_error(span, kind, message, redactor);
     }
-    tracing::event!(
-        target: codemode_telemetry::otel::TARGET,
-        tracing::Level::INFO,
-        histogram.mcp.server.operation.duration = started.elapsed().as_secs_f64(),
-        "mcp.method.name" = codemode_telemetry::otel::TOOLS_CALL,
-        "gen_ai.tool.name" = tool,
-        "error.type" = failure.as_ref().map(|(kind, _)| kind.as_str()),
-    );
+    let error_type = failure.as_ref().map(|(kind, _)| kind.as_str());
+    codemode_telemetry::otel::record_mcp_server(tool, error_type, started.elapsed().as_secs_f64());
 }
 
 /// Serves one client over stdin/stdout until it disconnects. `session` is the client's session id (`--session`);

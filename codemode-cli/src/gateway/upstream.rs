@@ -26,6 +26,10 @@ use rmcp::model::{
     Tool,
 };
 use rmcp::service::RunningService;
+use rmcp::transport::streamable_http_client::{
+    SseError, StreamableHttpClient, StreamableHttpClientTransportConfig, StreamableHttpError,
+    StreamableHttpPostResponse, StreamableHttpResponseLimits,
+};
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceError, ServiceExt};
 use serde_json::{Value, json};
@@ -49,6 +53,8 @@ struct Connection {
     /// Bumped on every (re)connect, so a failed call only invalidates the connection it used.
     generation: u64,
     pid: Option<u32>,
+    /// The MCP session of a Streamable HTTP connection, as its requests carry it; `None` for stdio.
+    session: Option<SessionSlot>,
 }
 
 struct Upstream {
@@ -257,9 +263,17 @@ impl UpstreamManager {
             }
         }
         let called = async {
-            let (peer, generation) = up.peer().await?;
+            let (peer, generation, session) = up.peer().await?;
             let progress = progress.map(|sink| (&up.relay, server, sink));
-            match send_call(&peer, params, &span, progress).await {
+            let sent = send_call(&peer, params, &span, progress).await;
+            // The connection's session once the request was answered (a session rmcp renewed meanwhile is the
+            // one named).
+            if let Some(id) = session.as_ref().and_then(SessionSlot::current)
+                && !span.is_disabled()
+            {
+                span.record("mcp.session.id", &*id);
+            }
+            match sent {
                 Ok(result) => Ok(result),
                 Err(e) => Err(up.failure(e, generation, &format!("the call to \"{tool}\"")).await),
             }
@@ -297,7 +311,7 @@ impl UpstreamManager {
             ToolError::with_code("invalid_input", format!("MCP.{server}.{op}: invalid arguments: {e}"))
         };
         let args = if args.is_null() { json!({}) } else { args };
-        let (peer, generation) = up.peer().await?;
+        let (peer, generation, _) = up.peer().await?;
         let result = match op {
             "resources.list" => {
                 let params: PaginatedRequestParams = serde_json::from_value(args).map_err(bad_args)?;
@@ -449,14 +463,8 @@ fn client_span_end(
     if let Some((kind, message)) = &failure {
         crate::telemetry::record_error(span, kind, message, redactor);
     }
-    tracing::event!(
-        target: codemode_telemetry::otel::TARGET,
-        tracing::Level::INFO,
-        histogram.mcp.client.operation.duration = started.elapsed().as_secs_f64(),
-        "mcp.method.name" = codemode_telemetry::otel::TOOLS_CALL,
-        "gen_ai.tool.name" = tool,
-        "error.type" = failure.as_ref().map(|(kind, _)| kind.as_str()),
-    );
+    let error_type = failure.as_ref().map(|(kind, _)| kind.as_str());
+    codemode_telemetry::otel::record_mcp_client(tool, error_type, started.elapsed().as_secs_f64());
 }
 
 /// An MCP tool result as the guest sees it: content blocks (with their annotations and block `_meta`),
@@ -517,16 +525,17 @@ impl Upstream {
         Some((conn.client.peer().clone(), conn.generation))
     }
 
-    /// A handle on a live connection, (re)starting the server when there is none or it died.
-    async fn peer(&self) -> Result<(rmcp::Peer<RoleClient>, u64), ToolError> {
+    /// A handle on a live connection, (re)starting the server when there is none or it died, with the
+    /// connection's generation and its MCP session (Streamable HTTP only).
+    async fn peer(&self) -> Result<(rmcp::Peer<RoleClient>, u64, Option<SessionSlot>), ToolError> {
         let mut guard = self.conn.lock().await;
         if let Some(conn) = guard.as_ref()
             && !conn.client.is_transport_closed()
         {
-            return Ok((conn.client.peer().clone(), conn.generation));
+            return Ok((conn.client.peer().clone(), conn.generation, conn.session.clone()));
         }
         let restarting = guard.take().is_some();
-        let (client, pid) = connect(&self.name, &self.config, &self.relay).await.map_err(|reason| {
+        let (client, pid, session) = connect(&self.name, &self.config, &self.relay).await.map_err(|reason| {
             let what = if restarting { "restarted after it stopped" } else { "started" };
             ToolError::new(format!("MCP server \"{}\" could not be {what}: {reason}", self.name))
         })?;
@@ -538,8 +547,8 @@ impl Upstream {
         {
             self.relay.tools_changed(&self.name);
         }
-        *guard = Some(Connection { client, generation, pid });
-        Ok((peer, generation))
+        *guard = Some(Connection { client, generation, pid, session: session.clone() });
+        Ok((peer, generation, session))
     }
 
     /// Turns a failed request into the guest's error, dropping the connection when its transport is gone.
@@ -566,7 +575,7 @@ impl Upstream {
 /// Starts a server, lists its tools and, for a lazy one, stops it again.
 /// Returns the upstream and the names of all its tools (denied ones included, for checking the config).
 async fn start_one(name: String, config: ServerConfig, relay: Arc<Relay>) -> Result<(Upstream, Vec<String>), String> {
-    let (client, pid) = connect(&name, &config, &relay).await?;
+    let (client, pid, session) = connect(&name, &config, &relay).await?;
     let listed = match tokio::time::timeout(LIST_TIMEOUT, client.peer().list_all_tools()).await {
         Ok(Ok(tools)) => tools,
         Ok(Err(e)) => return Err(format!("listing its tools failed: {e}")),
@@ -575,7 +584,7 @@ async fn start_one(name: String, config: ServerConfig, relay: Arc<Relay>) -> Res
     let all_names: Vec<String> = listed.iter().map(|t| t.name.to_string()).collect();
     let tools = listed.into_iter().filter(|t| !config.deny.iter().any(|d| *d == t.name)).collect();
     let conn = match config.startup {
-        Startup::Eager => Some(Connection { client, generation: 1, pid }),
+        Startup::Eager => Some(Connection { client, generation: 1, pid, session }),
         Startup::Lazy => {
             let mut client = client;
             tokio::spawn(async move {
@@ -590,8 +599,13 @@ async fn start_one(name: String, config: ServerConfig, relay: Arc<Relay>) -> Res
 }
 
 /// Opens one connection: spawns the child process (stdio) or connects to the URL, and runs `initialize`. The
-/// connection's requests and notifications go to `relay`.
-async fn connect(name: &str, config: &ServerConfig, relay: &Arc<Relay>) -> Result<(Client, Option<u32>), String> {
+/// connection's requests and notifications go to `relay`. Returns the client, a stdio server's process id, and a
+/// Streamable HTTP connection's session.
+async fn connect(
+    name: &str,
+    config: &ServerConfig,
+    relay: &Arc<Relay>,
+) -> Result<(Client, Option<u32>, Option<SessionSlot>), String> {
     let handler = UpstreamHandler::new(name, relay.clone());
     let connecting = async {
         match &config.transport {
@@ -610,12 +624,15 @@ async fn connect(name: &str, config: &ServerConfig, relay: &Arc<Relay>) -> Resul
                     .serve(transport)
                     .await
                     .map_err(|e| format!("`{command}` did not complete the MCP handshake: {e}"))?;
-                Ok((client, pid))
+                Ok((client, pid, None))
             }
             Transport::Http { url } => {
-                let transport = StreamableHttpClientTransport::from_uri(url.as_str());
+                let http = SessionClient::new().map_err(|e| format!("cannot build the HTTP client for {url}: {e}"))?;
+                let session = http.session.clone();
+                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+                let transport = StreamableHttpClientTransport::with_client(http, config);
                 let client = handler.serve(transport).await.map_err(|e| format!("cannot connect to {url}: {e}"))?;
-                Ok((client, None))
+                Ok((client, None, Some(session)))
             }
         }
     };
@@ -633,4 +650,179 @@ fn forward_stderr(name: String, stderr: tokio::process::ChildStderr) {
             eprintln!("[{name}] {line}");
         }
     });
+}
+
+/// The MCP session a Streamable HTTP connection runs in, shared by the connection's [`SessionClient`] (which writes
+/// it as requests go out) and the calls made on it (which put it on their CLIENT span as `mcp.session.id`).
+#[derive(Clone, Debug, Default)]
+struct SessionSlot(Arc<std::sync::RwLock<Option<Arc<str>>>>);
+
+impl SessionSlot {
+    /// The session id the connection's last request carried, or the server assigned last; `None` before
+    /// `initialize` was answered, and for a server that keeps no sessions.
+    fn current(&self) -> Option<Arc<str>> {
+        self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    fn set(&self, id: &str) {
+        let mut slot = self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if slot.as_deref() != Some(id) {
+            *slot = Some(Arc::from(id));
+        }
+    }
+}
+
+/// rmcp's Streamable HTTP client (reqwest), recording the connection's session: the `Mcp-Session-Id` a server
+/// assigns in its answer to `initialize` (again after it dropped a session and rmcp initialized a new one), and the
+/// one each POST carries. Every request is reqwest's own, limits included; rmcp does not expose the session id.
+#[derive(Clone)]
+struct SessionClient {
+    http: reqwest::Client,
+    session: SessionSlot,
+}
+
+impl SessionClient {
+    /// A client set up as rmcp's default one (`StreamableHttpClientTransport::from_uri`): no idle connection pool
+    /// (rmcp's note: a reused connection whose last response was not read to the end stalls ~40 ms on delayed
+    /// ACKs), and redirects followed only when they keep the method, the body and the origin (307, 308; at most 10).
+    fn new() -> Result<SessionClient, reqwest::Error> {
+        let redirects = reqwest::redirect::Policy::custom(|attempt| {
+            let keeps_body = matches!(
+                attempt.status(),
+                reqwest::StatusCode::TEMPORARY_REDIRECT | reqwest::StatusCode::PERMANENT_REDIRECT
+            );
+            let same_origin =
+                attempt.previous().first().is_some_and(|original| original.origin() == attempt.url().origin());
+            if !keeps_body || !same_origin {
+                attempt.stop()
+            } else if attempt.previous().len() > 10 {
+                attempt.error("exceeded 10 redirects")
+            } else {
+                attempt.follow()
+            }
+        });
+        let http = reqwest::Client::builder().pool_max_idle_per_host(0).redirect(redirects).build()?;
+        Ok(SessionClient { http, session: SessionSlot::default() })
+    }
+
+    /// Records the session a POST carried and the one its answer assigned.
+    fn record(
+        &self,
+        sent: Option<&Arc<str>>,
+        answer: Result<StreamableHttpPostResponse, HttpError>,
+    ) -> Result<StreamableHttpPostResponse, HttpError> {
+        if let Some(id) = sent {
+            self.session.set(id);
+        }
+        if let Ok(StreamableHttpPostResponse::Json(_, Some(id)) | StreamableHttpPostResponse::Sse(_, Some(id))) =
+            &answer
+        {
+            self.session.set(id);
+        }
+        answer
+    }
+}
+
+type HttpError = StreamableHttpError<reqwest::Error>;
+type Headers = std::collections::HashMap<reqwest::header::HeaderName, reqwest::header::HeaderValue>;
+type SseStream = futures::stream::BoxStream<'static, Result<sse_stream::Sse, SseError>>;
+
+impl StreamableHttpClient for SessionClient {
+    type Error = reqwest::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: rmcp::model::ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: Headers,
+    ) -> Result<StreamableHttpPostResponse, HttpError> {
+        let sent = session_id.clone();
+        let answer = self.http.post_message(uri, message, session_id, auth_header, custom_headers).await;
+        self.record(sent.as_ref(), answer)
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: rmcp::model::ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: Headers,
+        max_sse_event_size: usize,
+    ) -> Result<StreamableHttpPostResponse, HttpError> {
+        let sent = session_id.clone();
+        let answer = self
+            .http
+            .post_message_with_max_sse_event_size(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await;
+        self.record(sent.as_ref(), answer)
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: rmcp::model::ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: Headers,
+        limits: StreamableHttpResponseLimits,
+    ) -> Result<StreamableHttpPostResponse, HttpError> {
+        let sent = session_id.clone();
+        let answer = self
+            .http
+            .post_message_with_response_limits(uri, message, session_id, auth_header, custom_headers, limits)
+            .await;
+        self.record(sent.as_ref(), answer)
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: Headers,
+    ) -> Result<(), HttpError> {
+        self.http.delete_session(uri, session_id, auth_header, custom_headers).await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: Headers,
+    ) -> Result<SseStream, HttpError> {
+        self.http.get_stream(uri, session_id, last_event_id, auth_header, custom_headers).await
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: Headers,
+        max_sse_event_size: usize,
+    ) -> Result<SseStream, HttpError> {
+        self.http
+            .get_stream_with_max_sse_event_size(
+                uri,
+                session_id,
+                last_event_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await
+    }
 }

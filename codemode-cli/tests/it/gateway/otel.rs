@@ -432,3 +432,101 @@ async fn one_trace_runs_from_the_client_through_the_program_to_every_upstream_an
         assert!(metrics.iter().any(|m| m == name), "metric {name} was exported: {metrics:?}");
     }
 }
+
+/// server-everything in its Streamable HTTP mode on a free loopback port, killed when dropped. It prints each
+/// session's id as it initializes it (`Session initialized with ID: <id>`, on stdout).
+struct HttpEverything {
+    _process: tokio::process::Child,
+    url: String,
+    stdout: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+impl HttpEverything {
+    async fn start() -> HttpEverything {
+        use tokio::io::AsyncBufReadExt as _;
+        let port = TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("its address").port();
+        let script = super::mcp_packages().join("server-everything/dist/index.js");
+        let mut process = tokio::process::Command::new("node")
+            .arg(script)
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("node starts server-everything");
+        let stdout = tokio::io::BufReader::new(process.stdout.take().expect("stdout")).lines();
+        let mut stderr = tokio::io::BufReader::new(process.stderr.take().expect("stderr")).lines();
+        tokio::time::timeout(Duration::from_secs(60), async {
+            while let Some(line) = stderr.next_line().await.expect("read stderr") {
+                if line.contains("listening on port") {
+                    return;
+                }
+                eprintln!("server-everything: {line}");
+            }
+            panic!("server-everything exited before it listened");
+        })
+        .await
+        .expect("server-everything listens within a minute");
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = stderr.next_line().await {
+                eprintln!("server-everything: {line}");
+            }
+        });
+        HttpEverything { _process: process, url: format!("http://127.0.0.1:{port}/mcp"), stdout }
+    }
+
+    /// The ids of the sessions it has initialized so far, reading its output up to the `count`th.
+    async fn sessions(&mut self, count: usize) -> Vec<String> {
+        let mut ids = Vec::new();
+        tokio::time::timeout(Duration::from_secs(60), async {
+            while ids.len() < count {
+                let line = self.stdout.next_line().await.expect("read stdout").expect("server-everything runs");
+                if let Some(id) = line.split("Session initialized with ID: ").nth(1) {
+                    ids.push(id.trim().to_owned());
+                }
+            }
+        })
+        .await
+        .expect("server-everything reports its sessions");
+        ids
+    }
+}
+
+#[tokio::test]
+async fn client_spans_to_a_streamable_http_upstream_carry_the_session_the_server_assigned() {
+    let receiver = Receiver::start();
+    let mut web = HttpEverything::start().await;
+    let (dir, config) = fixture("timeoutMs = 20000", "");
+    let mut text = std::fs::read_to_string(&config).expect("config");
+    text.push_str(&format!("\n[servers.web]\nurl = {:?}\n", web.url));
+    std::fs::write(&config, text).expect("config");
+    let gateway = Gateway::start(&config, &dir.path().join("state"), &receiver.endpoint(), "codemode-session").await;
+    let code = r#"const a = await MCP.web.echo({ message: "one" });
+                  const b = await MCP.everything.echo({ message: "two" });
+                  const c = await MCP.web.getSum({ a: 1, b: 2 });
+                  return [a.content[0].text, b.content[0].text, c.content[0].text];"#;
+    let done = gateway
+        .call("exec", json!({ "title": "sessions", "code": code }), &format!("00-{TRACE_1}-{CLIENT_SPAN_1}-01"))
+        .await;
+    assert_eq!(done["value"], json!(["Echo: one", "Echo: two", "The sum of 1 and 2 is 3."]), "{done}");
+    gateway.end().await;
+    // The gateway opened one session at start (listing the tools) and made both calls in it.
+    let sessions = web.sessions(1).await;
+
+    let spans = receiver.wait_for("the three CLIENT spans", |r| {
+        r.spans.iter().filter(|s| s.service == "codemode-session" && s.kind == SpanKind::Client).count() == 3
+    });
+    let clients: Vec<&Span> =
+        spans.iter().filter(|s| s.service == "codemode-session" && s.kind == SpanKind::Client).collect();
+    let over_http: Vec<&&Span> = clients.iter().filter(|s| s.attr("codemode.server") == Some("web")).collect();
+    assert_eq!(over_http.len(), 2, "{clients:#?}");
+    for span in over_http {
+        assert_eq!(span.attr("network.transport"), Some("tcp"));
+        assert_eq!(span.attr("mcp.session.id"), Some(sessions[0].as_str()), "{span:#?}");
+    }
+    // A stdio server has no MCP session: the attribute is absent.
+    let stdio = one(clients.iter().copied(), "stdio client span", |s| s.attr("codemode.server") == Some("everything"));
+    assert_eq!(stdio.attr("network.transport"), Some("pipe"));
+    assert_eq!(stdio.attr("mcp.session.id"), None, "{stdio:#?}");
+}
