@@ -266,7 +266,7 @@ async fn exec_run(inner: Arc<Inner>, input: ExecInput, scope: RunScope, options:
             Err(e) => return store_failure(&inner, &scope, &e),
         }
     }
-    let worker = match inner.pool.checkout() {
+    let worker = match inner.pool.checkout_admitted().await {
         Ok(mut worker) => {
             worker.set_max_message_bytes(message_cap(&cell_limits(&inner)));
             worker
@@ -689,7 +689,7 @@ async fn wait_run(
         run.machine.hold(now_ms, budget_ms);
     }
     if run.worker.is_none() {
-        match inner.pool.checkout() {
+        match inner.pool.checkout_admitted().await {
             Ok(mut worker) => {
                 worker.set_max_message_bytes(message_cap(&cell_limits(&inner)));
                 run.worker = Some(worker);

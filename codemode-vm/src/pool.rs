@@ -215,6 +215,83 @@ pub struct PoolConfig {
     pub confinement: Confinement,
     /// Accept workers whose engine lacks append strings (see [`PoolError::SlowStrings`]).
     pub allow_slow_strings: bool,
+    /// How many cells of this pool's workers compute at once (shared with the engine's other pools); `None`: no
+    /// limit, every cell computes as soon as it starts.
+    pub admission: Option<Arc<Admission>>,
+}
+
+/// How many cells compute at once, across every pool that shares it (one engine's pools), and the queue of the
+/// others.
+///
+/// A cell takes a place when the host sends its worker `Start` or `Settle`, and gives it back when the worker
+/// reports its next quiescent point (or fails, or dies): a cell that waits for its tool calls holds no place.
+/// Cells wait for a place in the order they asked (first in, first out). A cell that computes for longer than the
+/// time slice gives its place back and runs on without one, so a long program never holds up the queue for more
+/// than one slice; the kernel then shares the cores among it and the admitted cells.
+#[derive(Debug)]
+pub struct Admission {
+    places: Arc<tokio::sync::Semaphore>,
+    limit: usize,
+    slice: Duration,
+    /// Cells that found every place taken and queued.
+    queued: std::sync::atomic::AtomicU64,
+}
+
+/// The default time slice of [`Admission`]: long enough for a trivial cell (under a millisecond) many times over.
+pub const DEFAULT_ADMISSION_SLICE: Duration = Duration::from_millis(50);
+
+impl Admission {
+    /// At most `limit` cells computing at once (at least one), each for at most `slice` before it runs on without
+    /// a place.
+    pub fn new(limit: usize, slice: Duration) -> Arc<Admission> {
+        let limit = limit.max(1);
+        Arc::new(Admission {
+            places: Arc::new(tokio::sync::Semaphore::new(limit)),
+            limit,
+            slice,
+            queued: std::sync::atomic::AtomicU64::new(0),
+        })
+    }
+
+    /// The default limit: the cores this process may run on (`std::thread::available_parallelism`).
+    pub fn default_limit() -> usize {
+        std::thread::available_parallelism().map(std::num::NonZeroUsize::get).unwrap_or(2)
+    }
+
+    /// The most cells computing at once.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Cells that found every place taken and waited for one.
+    pub fn queued(&self) -> u64 {
+        self.queued.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Places taken now.
+    pub fn running(&self) -> usize {
+        self.limit - self.places.available_permits()
+    }
+
+    /// Takes a place, waiting in line for one when all are taken.
+    async fn enter(self: &Arc<Self>) -> Place {
+        let permit = match self.places.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                self.queued.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.places.clone().acquire_owned().await.expect("the admission semaphore is never closed")
+            }
+        };
+        Place { _permit: permit, until: tokio::time::Instant::now() + self.slice }
+    }
+}
+
+/// A cell's place among those computing; dropping it lets the next cell in line start.
+#[derive(Debug)]
+struct Place {
+    _permit: tokio::sync::OwnedSemaphorePermit,
+    /// When the cell gives its place back even if it still computes.
+    until: tokio::time::Instant,
 }
 
 /// The defaults of [`PoolConfig::max_idle`] and [`PoolConfig::idle_ttl`].
@@ -256,6 +333,9 @@ pub struct PoolStats {
     pub idle: usize,
     /// Checkouts that found no idle worker and waited for one to start (the cell paid for a spawn).
     pub spawn_waits: u64,
+    /// Cells that found every place among those computing taken and queued for one (see [`Admission`]; counted
+    /// over every pool sharing the admission).
+    pub admission_waits: u64,
 }
 
 /// The id of the next pool.
@@ -321,7 +401,11 @@ impl WorkerPool {
 
     /// Idle workers and checkouts that waited for a spawn.
     pub fn stats(&self) -> PoolStats {
-        PoolStats { idle: self.idle_count(), spawn_waits: self.spawn_waits.load(std::sync::atomic::Ordering::Relaxed) }
+        PoolStats {
+            idle: self.idle_count(),
+            spawn_waits: self.spawn_waits.load(std::sync::atomic::Ordering::Relaxed),
+            admission_waits: self.config.admission.as_ref().map_or(0, |a| a.queued()),
+        }
     }
 
     /// Stops the idle workers that the load left unused since the last shrink, keeping at least `warm`: if the
@@ -468,13 +552,31 @@ impl WorkerPool {
         Ok(worker)
     }
 
+    /// [`WorkerPool::checkout`] once the cell has a place among those computing (see [`Admission`]; at once without
+    /// one): cells that queue hold no worker yet, so the pool needs only about as many workers as cells compute at
+    /// once. The worker's first `Start` uses that place.
+    ///
+    /// # Errors
+    ///
+    /// When no worker can be started.
+    pub async fn checkout_admitted(self: &Arc<Self>) -> Result<WorkerProcess, PoolError> {
+        let place = match &self.config.admission {
+            Some(admission) => Some(admission.enter().await),
+            None => None,
+        };
+        let mut worker = self.checkout()?;
+        worker.place = place;
+        Ok(worker)
+    }
+
     /// Returns a worker whose cell ended cleanly; its next context is already being built. A worker that comes
     /// back to a pool holding `max_idle` idle workers is stopped, and so are workers of another pool (a parked run's
     /// worker from before the catalog changed) and every worker of a retired pool.
-    pub fn checkin(&self, worker: WorkerProcess) {
+    pub fn checkin(&self, mut worker: WorkerProcess) {
         if worker.pool != self.id || self.is_retired() {
             return;
         }
+        worker.place = None;
         let surplus = {
             let mut idle = self.idle.lock().expect("pool lock");
             if idle.workers.len() < self.config.max_idle.max(1) {
@@ -585,6 +687,8 @@ impl WorkerPool {
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             confinement: None,
             pool: self.id,
+            admission: self.config.admission.clone(),
+            place: None,
         })
     }
 }
@@ -660,8 +764,15 @@ async fn read_bounded_line(
     reader: &mut BufReader<ChildStdout>,
     line: &mut Vec<u8>,
     max: usize,
+    place: &mut Option<Place>,
 ) -> Result<bool, LineError> {
     loop {
+        // A cell past its time slice gives its place back and computes on without one (see `Admission`).
+        if let Some(until) = place.as_ref().map(|p| p.until)
+            && tokio::time::timeout_at(until, reader.fill_buf()).await.is_err()
+        {
+            *place = None;
+        }
         let available = reader.fill_buf().await.map_err(|_| LineError::Io)?;
         if available.is_empty() {
             return Ok(false);
@@ -741,6 +852,10 @@ pub struct WorkerProcess {
     confinement: Option<ConfinementReport>,
     /// The id of the pool that started it.
     pool: u64,
+    /// The admission its cells take a place from while they compute, if any.
+    admission: Option<Arc<Admission>>,
+    /// The place its cell holds while it computes.
+    place: Option<Place>,
 }
 
 impl WorkerProcess {
@@ -777,6 +892,13 @@ impl WorkerProcess {
 
     async fn write(&mut self, message: &HostMessage) -> Result<(), PoolError> {
         self.greet().await?;
+        // The cell computes from this message to its next report: it takes a place first (see `Admission`).
+        if matches!(message, HostMessage::Start(_) | HostMessage::Settle(_))
+            && self.place.is_none()
+            && let Some(admission) = &self.admission
+        {
+            self.place = Some(admission.enter().await);
+        }
         let mut text = serde_json::to_vec(message).expect("host messages always serialize");
         text.push(b'\n');
         if let Some(task) = self.configuring.take() {
@@ -838,11 +960,15 @@ impl WorkerProcess {
         loop {
             let mut message = std::mem::take(&mut self.message);
             message.clear();
-            let read = read_bounded_line(&mut self.stdout, &mut message, self.max_message_bytes).await;
+            let read = read_bounded_line(&mut self.stdout, &mut message, self.max_message_bytes, &mut self.place).await;
             let parsed = match read {
                 Ok(true) => serde_json::from_slice::<WorkerMessage>(&message),
-                Ok(false) | Err(LineError::Io) => return Err(self.death().await),
+                Ok(false) | Err(LineError::Io) => {
+                    self.place = None;
+                    return Err(self.death().await);
+                }
                 Err(LineError::TooLong) => {
+                    self.place = None;
                     let _ = self.child.start_kill();
                     return Err(Death::Oversized(self.max_message_bytes));
                 }
@@ -850,6 +976,10 @@ impl WorkerProcess {
             // A large message's buffer is not kept for the next one.
             if message.capacity() <= KEPT_MESSAGE_BUFFER {
                 self.message = message;
+            }
+            // A report ends the cell's computing until the host settles something: its place goes to the next.
+            if matches!(parsed, Ok(WorkerMessage::Quiescent { .. } | WorkerMessage::Failed { .. }) | Err(_)) {
+                self.place = None;
             }
             match parsed {
                 Ok(WorkerMessage::Ready) => continue,

@@ -111,6 +111,8 @@ pub struct EngineStats {
     pub idle_workers: usize,
     /// Cells (and resumes that needed a worker) that found no idle worker and waited for one to start.
     pub spawn_waits: u64,
+    /// Cells that found as many cells computing as [`CodeModeBuilder::max_running_cells`] allows and queued.
+    pub admission_waits: u64,
 }
 
 /// Builds a [`CodeMode`].
@@ -126,6 +128,7 @@ pub struct CodeModeBuilder {
     warm_workers: Option<usize>,
     max_idle_workers: Option<usize>,
     idle_worker_ttl: Option<Duration>,
+    max_running_cells: Option<usize>,
     confinement: Confinement,
     replay_on_resume: bool,
     live_window: Option<Duration>,
@@ -275,6 +278,17 @@ impl CodeModeBuilder {
         self
     }
 
+    /// How many cells compute at once (default: the number of cores; `0` for no limit). A cell computes from its
+    /// start, or the delivery of its tool results, until its program waits again or ends; a cell that waits for
+    /// its tool calls does not count. Further cells queue first in, first out, and take a worker only when they
+    /// start, so under a load of many clients the cores run a few cells at a time, each to its end, instead of
+    /// sharing out every client's cell at once. A cell that computes for longer than 50 ms runs on outside the
+    /// limit, so a long program never holds up the queue for longer than that.
+    pub fn max_running_cells(mut self, n: usize) -> Self {
+        self.max_running_cells = Some(n);
+        self
+    }
+
     /// How each worker confines itself before it runs guest code (default [`Confinement::Required`]: Landlock and
     /// seccomp must apply, or the worker ends and exec fails with `runtime_unavailable`). `BestEffort` runs on a
     /// kernel without them and logs what is missing; `Off` applies none.
@@ -338,6 +352,10 @@ impl CodeModeBuilder {
             globals: Some(globals),
             confinement: self.confinement,
             allow_slow_strings: self.allow_slow_strings,
+            admission: match self.max_running_cells.unwrap_or_else(codemode_vm::pool::Admission::default_limit) {
+                0 => None,
+                n => Some(codemode_vm::pool::Admission::new(n, codemode_vm::pool::DEFAULT_ADMISSION_SLICE)),
+            },
         };
         let pool = WorkerPool::new(pool_config.clone());
         pool.check()?;
@@ -591,7 +609,13 @@ impl CodeMode {
         let inner = self.inner.get();
         let (parked_runs, parked_with_worker) = inner.runs.parked_counts(codemode_run::LiveRun::holds_worker);
         let pool = inner.pool.stats();
-        EngineStats { parked_runs, parked_with_worker, idle_workers: pool.idle, spawn_waits: pool.spawn_waits }
+        EngineStats {
+            parked_runs,
+            parked_with_worker,
+            idle_workers: pool.idle,
+            spawn_waits: pool.spawn_waits,
+            admission_waits: pool.admission_waits,
+        }
     }
 
     /// The engine's catalog as it is now.

@@ -5,7 +5,8 @@ closed-loop clients (each sends its next `exec` when the last one answered), eve
 `Client` with its own HTTP session, all in this process. Each case warms up for one second, then counts for
 SECONDS. Prints one line per case and, with --json, one JSON object per case.
 
-Usage: gateway_load.py CODEMODE_BIN [--clients 1,8,32] [--seconds 5] [--code "return 1+1"] [--json]
+Usage: gateway_load.py CODEMODE_BIN [--clients 1,8,32] [--seconds 5] [--code "return 1+1"] [--max-running N] [--json]
+(--max-running sets the gateway's `[workers] max_running`, 0 for no limit; without it the gateway's default.)
 Needs `npm ci --prefix mcp-servers` (the filesystem server) and the SDK in target/py (scripts/test.sh installs it).
 The SDK's client itself takes about 1.7 ms of CPU per cell, on the same cores as the gateway.
 """
@@ -93,6 +94,7 @@ async def main() -> None:
     parser.add_argument("--clients", default="1,8,32")
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--code", default="return 1+1")
+    parser.add_argument("--max-running", type=int)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if not FILESYSTEM.exists():
@@ -101,6 +103,7 @@ async def main() -> None:
         config = Path(tmp) / "gateway.toml"
         config.write_text(
             f'[servers.fs]\ncommand = "node"\nargs = [{json.dumps(str(FILESYSTEM))}, {json.dumps(tmp)}]\n'
+            + (f"[workers]\nmax_running = {args.max_running}\n" if args.max_running is not None else "")
         )
         port = free_port()
         url = f"http://127.0.0.1:{port}/mcp"

@@ -79,6 +79,16 @@ pub struct GatewayConfig {
     /// What an upstream server's `sampling/createMessage` gets (`sampling`: `refuse`, the default, or `client`,
     /// which passes it to the gateway's client when that client declared sampling).
     pub sampling: super::relay::Sampling,
+    /// The worker processes that run cells (`[workers]`).
+    pub workers: WorkersConfig,
+}
+
+/// The `[workers]` table: how the worker processes that run cells share the machine.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WorkersConfig {
+    /// How many cells compute at once (`max_running` in TOML, `maxRunning` in JSON); the others queue, first in,
+    /// first out. `None`: the number of cores. `Some(0)`: no limit.
+    pub max_running: Option<usize>,
 }
 
 /// The `[telemetry]` table: OpenTelemetry export (docs/observability.md), the activity record on results and what
@@ -186,8 +196,10 @@ enum Format {
     Json,
 }
 
-const TOML_TOP_KEYS: [&str; 9] =
-    ["limits", "servers", "state_dir", "confinement", "policy", "auth", "store", "telemetry", "sampling"];
+const TOML_TOP_KEYS: [&str; 10] =
+    ["limits", "servers", "state_dir", "confinement", "policy", "auth", "store", "telemetry", "sampling", "workers"];
+/// The largest `[workers] max_running`: each running cell is a worker process.
+const MAX_RUNNING_CELLS: usize = 1024;
 const TOML_SERVER_KEYS: [&str; 7] = ["command", "args", "env", "url", "startup", "deny", "direct"];
 
 impl GatewayConfig {
@@ -351,6 +363,10 @@ impl Checker<'_> {
             None => TelemetryConfig::default(),
             Some(value) => self.telemetry(value)?,
         };
+        let workers = match root.get("workers") {
+            None => WorkersConfig::default(),
+            Some(value) => self.workers(value)?,
+        };
         let servers = match root.get(servers_key) {
             None => {
                 return Err(self.err(
@@ -389,7 +405,36 @@ impl Checker<'_> {
             store,
             telemetry,
             sampling,
+            workers,
         })
+    }
+
+    fn workers(&self, value: &Value) -> Result<WorkersConfig, Error> {
+        let running_key = if self.format == Format::Toml { "max_running" } else { "maxRunning" };
+        let known = [running_key];
+        let Value::Object(map) = value else {
+            return Err(self.err("workers", "must be a table", format!("write `[workers]` with `{running_key} = 2`")));
+        };
+        for key in map.keys() {
+            if !known.contains(&key.as_str()) {
+                return Err(self.unknown_key(&format!("workers.{key}"), key, &known));
+            }
+        }
+        let max_running = match map.get(running_key) {
+            None => None,
+            Some(v) => match v.as_u64().and_then(|n| usize::try_from(n).ok()).filter(|n| *n <= MAX_RUNNING_CELLS) {
+                Some(n) => Some(n),
+                None => {
+                    return Err(self.err(
+                        &format!("workers.{running_key}"),
+                        format!("must be a whole number from 0 to {MAX_RUNNING_CELLS}, not {v}"),
+                        "write the number of cells that may compute at once, about the number of cores \
+                         (0 for no limit)",
+                    ));
+                }
+            },
+        };
+        Ok(WorkersConfig { max_running })
     }
 
     fn store(&self, value: &Value) -> Result<StoreConfig, Error> {
@@ -893,6 +938,26 @@ mod tests {
     }
 
     #[test]
+    fn the_workers_table_reads_max_running_and_names_its_mistakes() {
+        let servers = "[servers.a]\ncommand = \"node\"\n";
+        let read = |head: &str| GatewayConfig::parse(Path::new("gw.toml"), &format!("{head}{servers}"));
+        assert_eq!(read("").unwrap().workers.max_running, None, "no [workers]: the engine's default (the cores)");
+        assert_eq!(read("[workers]\nmax_running = 3\n").unwrap().workers.max_running, Some(3));
+        assert_eq!(read("[workers]\nmax_running = 0\n").unwrap().workers.max_running, Some(0), "0: no limit");
+        let json = r#"{"mcpServers": {"a": {"command": "x"}}, "workers": {"maxRunning": 4}}"#;
+        assert_eq!(GatewayConfig::parse(Path::new("claude.json"), json).unwrap().workers.max_running, Some(4));
+        for bad in ["-1", "2.5", "\"2\"", "1025"] {
+            let err = toml_err(&format!("[workers]\nmax_running = {bad}\n{servers}"));
+            assert!(err.starts_with("gw.toml: workers.max_running: must be a whole number from 0 to 1024"), "{err}");
+            assert!(err.contains("(fix: write the number of cells that may compute at once"), "{err}");
+        }
+        let err = toml_err(&format!("[workers]\nmax_runing = 2\n{servers}"));
+        assert!(err.starts_with("gw.toml: workers.max_runing: is not a known key (fix: did you mean `max_running`?"));
+        let err = toml_err(&format!("workers = 2\n{servers}"));
+        assert!(err.starts_with("gw.toml: workers: must be a table"), "{err}");
+    }
+
+    #[test]
     fn the_telemetry_table_reads_activity_and_redaction_patterns_and_names_its_mistakes() {
         let servers = "[servers.a]\ncommand = \"node\"\n";
         let read = |head: &str| GatewayConfig::parse(Path::new("gw.toml"), &format!("{head}{servers}"));
@@ -991,7 +1056,7 @@ url = "http://127.0.0.1:3001/mcp"
     fn unknown_top_key_suggests() {
         assert_eq!(
             toml_err("[server.a]\ncommand = \"x\"\n"),
-            "gw.toml: server: is not a known key (fix: did you mean `servers`? known keys: limits, servers, state_dir, confinement, policy, auth, store, telemetry, sampling)"
+            "gw.toml: server: is not a known key (fix: did you mean `servers`? known keys: limits, servers, state_dir, confinement, policy, auth, store, telemetry, sampling, workers)"
         );
     }
 

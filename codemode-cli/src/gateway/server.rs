@@ -143,6 +143,9 @@ impl Gateway {
             shared = Some(pg.clone());
             builder = builder.store(pg);
         }
+        if let Some(n) = config.workers.max_running {
+            builder = builder.max_running_cells(n);
+        }
         let code_mode = builder
             .redactor(upstream.redactor().clone())
             .limits(config.limits.clone())

@@ -167,6 +167,7 @@ fn pool() -> Arc<WorkerPool> {
         globals: Some(Arc::new(globals)),
         confinement: Default::default(),
         allow_slow_strings: false,
+        admission: None,
         max_idle: codemode_vm::pool::DEFAULT_MAX_IDLE,
         idle_ttl: codemode_vm::pool::DEFAULT_IDLE_TTL,
     });

@@ -24,6 +24,7 @@ fn pool(command: WorkerCommand, allow_slow_strings: bool) -> std::sync::Arc<Work
         instructions: 1_000_000,
         globals: None,
         allow_slow_strings,
+        admission: None,
         confinement: Default::default(),
         max_idle: codemode_vm::pool::DEFAULT_MAX_IDLE,
         idle_ttl: codemode_vm::pool::DEFAULT_IDLE_TTL,

@@ -1,5 +1,6 @@
 //! Integration tests of the executor: the engine and its encoder in-process, and the worker process.
 
+mod admission;
 mod appends;
 mod budget;
 mod confine;

@@ -22,6 +22,7 @@ fn pool(max_idle: usize) -> Arc<WorkerPool> {
         globals: None,
         confinement: Default::default(),
         allow_slow_strings: false,
+        admission: None,
     })
 }
 

@@ -286,3 +286,68 @@ async fn odd_guest_values_still_make_well_formed_requests() {
     let r = exec(&engine, code).await;
     assert_eq!(value(&r), json!([null, {}, true]));
 }
+
+/// A tool host whose `gate` tool answers only once `open` was called; `entered` is told when `gate` is called.
+#[derive(Default)]
+struct Gate {
+    entered: tokio::sync::Notify,
+    opened: tokio::sync::Notify,
+}
+
+#[async_trait::async_trait]
+impl codemode::bridge::ToolHost for Gate {
+    async fn call_tool(
+        &self,
+        tool: &str,
+        _args: serde_json::Value,
+        _cx: codemode::bridge::CallContext,
+    ) -> Result<serde_json::Value, codemode::bridge::ToolError> {
+        match tool {
+            "gate" => {
+                self.entered.notify_one();
+                self.opened.notified().await;
+            }
+            _ => self.opened.notify_one(),
+        }
+        Ok(json!(tool))
+    }
+}
+
+/// With one cell computing at a time, a cell that waits for its tool call holds no place: the cell that opens its
+/// gate runs meanwhile (if the waiting cell kept its place, neither would ever end). Cells that queue for the place
+/// all run, each in a fresh context.
+#[tokio::test]
+async fn a_cell_waiting_for_its_tools_leaves_its_place_to_the_next() {
+    let host = std::sync::Arc::new(Gate::default());
+    let engine = CodeMode::builder()
+        .limits(Limits { timeout_ms: 10_000, ..Limits::default() })
+        .tools(vec![tool("gate", json!({ "type": "object" })), tool("open", json!({ "type": "object" }))])
+        .host(host.clone())
+        .warm_workers(1)
+        .max_running_cells(1)
+        .build()
+        .expect("the engine builds");
+    let waiting = {
+        let engine = engine.clone();
+        tokio::spawn(async move { exec(&engine, "return await gate({})").await })
+    };
+    // The first cell now waits in its tool call.
+    host.entered.notified().await;
+    let cells: Vec<_> = (0..6)
+        .map(|i| {
+            let engine = engine.clone();
+            tokio::spawn(async move {
+                exec(
+                    &engine,
+                    &format!("const seen = globalThis.poison; globalThis.poison = {i}; return seen ?? 'fresh'"),
+                )
+                .await
+            })
+        })
+        .collect();
+    for cell in cells {
+        assert_eq!(value(&cell.await.unwrap()), json!("fresh"));
+    }
+    assert_eq!(value(&exec(&engine, "return await open({})").await), json!("open"));
+    assert_eq!(value(&waiting.await.unwrap()), json!("gate"));
+}
