@@ -11,72 +11,15 @@
 //! (instructions at 30 cells - instructions at 10 cells) / 20 is one cell's count, every thread of this process
 //! included (the runtime, the batch span processor, the exporter); the worker processes are not counted.
 
-use std::sync::Arc;
+#[path = "support/otlp_cell.rs"]
+mod otlp_cell;
+
 use std::time::Duration;
 
-use async_trait::async_trait;
-use codemode::bridge::{CallContext, ToolError, ToolHost};
-use codemode::vm::pool::WorkerCommand;
-use codemode::{CodeMode, CodeModeResult, Limits, RunScope, ToolDefinition};
+use codemode::{CodeModeResult, RunScope};
 use codemode_cli::telemetry::{ExportConfig, Telemetry};
-use serde_json::{Value, json};
-
-const TEN_CALLS: &str = "let n = 0; for (let i = 0; i < 10; i++) { if ((await ping({})).ok) n++ } return n";
-
-struct Ping;
-
-#[async_trait]
-impl ToolHost for Ping {
-    async fn call_tool(&self, _tool: &str, _args: Value, _cx: CallContext) -> Result<Value, ToolError> {
-        Ok(json!({ "ok": true }))
-    }
-}
-
-/// A loopback OTLP/HTTP sink that answers every request `200` with an empty body.
-fn sink() -> String {
-    use std::io::{BufRead as _, BufReader, Read as _, Write as _};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the sink");
-    let addr = listener.local_addr().expect("sink address");
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            std::thread::spawn(move || {
-                let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-                let mut writer = stream;
-                loop {
-                    let mut length = 0;
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    loop {
-                        let mut header = String::new();
-                        if reader.read_line(&mut header).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        let header = header.trim_end();
-                        if header.is_empty() {
-                            break;
-                        }
-                        if let Some((name, value)) = header.split_once(':')
-                            && name.eq_ignore_ascii_case("content-length")
-                        {
-                            length = value.trim().parse().unwrap_or(0);
-                        }
-                    }
-                    let mut body = vec![0; length];
-                    if reader.read_exact(&mut body).is_err() {
-                        return;
-                    }
-                    let answer = "HTTP/1.1 200 OK\r\nContent-Type: application/x-protobuf\r\nContent-Length: 0\r\n\r\n";
-                    if writer.write_all(answer.as_bytes()).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    format!("http://{addr}")
-}
+use otlp_cell::{TEN_CALLS, engine, sink};
+use serde_json::json;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -89,18 +32,7 @@ fn main() {
     };
     let telemetry = export.then(|| Telemetry::install(&ExportConfig::from_env(Some(&sink()))).expect("export"));
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
-    let ping = ToolDefinition::new("ping", "Answers {ok: true}", json!({ "type": "object" })).replay_safe(true);
-    let worker = WorkerCommand { program: env!("CARGO_BIN_EXE_codemode").into(), args: vec!["__worker".into()] };
-    let engine = rt.block_on(async {
-        CodeMode::builder()
-            .limits(Limits { timeout_ms: 600_000, ..Limits::default() })
-            .tools(vec![ping])
-            .host(Arc::new(Ping))
-            .worker(worker)
-            .warm_workers(2)
-            .build()
-            .expect("the engine builds")
-    });
+    let engine = rt.block_on(async { engine(600_000) });
     let input = json!({ "title": "bench", "code": TEN_CALLS });
     // One cell first, so the pool, the runtime's threads and (with export on) the instruments exist before counting.
     for _ in 0..=cells {
