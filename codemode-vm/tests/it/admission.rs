@@ -106,18 +106,7 @@ async fn a_cell_past_its_time_slice_gives_its_place_back_and_computes_on() {
 
 #[tokio::test]
 async fn without_admission_checkouts_never_queue() {
-    let pool = WorkerPool::new(PoolConfig {
-        command: WorkerCommand { program: PathBuf::from(env!("CARGO_BIN_EXE_codemode-worker")), args: Vec::new() },
-        warm: 0,
-        max_idle: 4,
-        idle_ttl: Duration::from_secs(3600),
-        memory_limit_bytes: 64 * 1024 * 1024,
-        instructions: 1_000_000,
-        globals: None,
-        confinement: Default::default(),
-        allow_slow_strings: false,
-        admission: None,
-    });
+    let pool = crate::pool_sizing::pool(4);
     let workers = [pool.checkout_admitted().await.unwrap(), pool.checkout_admitted().await.unwrap()];
     assert_eq!(pool.stats().admission_waits, 0);
     drop(workers);

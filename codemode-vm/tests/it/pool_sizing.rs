@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use codemode_vm::pool::{PoolConfig, WorkerCommand, WorkerPool};
 
-fn pool(max_idle: usize) -> Arc<WorkerPool> {
+/// A pool without admission that keeps up to `max_idle` idle workers and refills none ahead of demand.
+pub(crate) fn pool(max_idle: usize) -> Arc<WorkerPool> {
     WorkerPool::new(PoolConfig {
         command: WorkerCommand { program: PathBuf::from(env!("CARGO_BIN_EXE_codemode-worker")), args: Vec::new() },
         warm: 0,
