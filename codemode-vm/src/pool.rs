@@ -28,6 +28,10 @@ pub const ENV_WORKER: &str = "CODEMODE_WORKER";
 pub const WORKER_BIN: &str = "codemode-worker";
 /// Memory the worker process needs besides the guest's own budget (engine, prelude, buffers).
 const WORKER_BASE_MEMORY: u64 = 48 * 1024 * 1024;
+/// The variable mimalloc reads for how much address space it reserves at a time, and what workers get: small
+/// steps, as the worker's address space is limited ([`WorkerPool::address_space`]).
+const ENV_ARENA_RESERVE: &str = "MIMALLOC_ARENA_RESERVE";
+const ARENA_RESERVE: &str = "64MiB";
 /// How long [`WorkerPool::check`] waits for a started worker's hello before it gives up on it. A worker writes its
 /// hello before it builds anything (a few milliseconds after exec); only a binary that is not a worker is this slow.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -619,8 +623,11 @@ impl WorkerPool {
     /// The environment of every worker this pool starts, for [`WorkerPool::check`] and the pool alike: its role
     /// marker, limits and confinement mode. The address-space limit is set by the worker itself, as the first step
     /// of its confinement, so a failure is handled and reported.
-    fn worker_env(&self) -> [(&'static str, String); 5] {
+    fn worker_env(&self) -> [(&'static str, String); 6] {
         [
+            // mimalloc (the worker's allocator) reserves 1 GiB of address space at its first allocation unless
+            // told otherwise, which would leave the engine thread's stack no room under the limit above.
+            (ENV_ARENA_RESERVE, ARENA_RESERVE.to_owned()),
             (ENV_ROLE, "1".to_owned()),
             (ENV_MEMORY, self.config.memory_limit_bytes.to_string()),
             (ENV_INSTRUCTIONS, self.config.instructions.to_string()),
