@@ -28,9 +28,9 @@ pub const ENV_WORKER: &str = "CODEMODE_WORKER";
 pub const WORKER_BIN: &str = "codemode-worker";
 /// Memory the worker process needs besides the guest's own budget (engine, prelude, buffers).
 const WORKER_BASE_MEMORY: u64 = 48 * 1024 * 1024;
-/// The variable mimalloc reads for how much address space it reserves at a time, and what workers get: small
-/// steps, as the worker's address space is limited ([`WorkerPool::address_space`]).
+/// The variable mimalloc (the worker's allocator) reads for how much address space it reserves at a time.
 const ENV_ARENA_RESERVE: &str = "MIMALLOC_ARENA_RESERVE";
+/// What workers reserve at a time: small steps, as their address space is limited ([`WorkerPool::address_space`]).
 const ARENA_RESERVE: &str = "64MiB";
 /// How long [`WorkerPool::check`] waits for a started worker's hello before it gives up on it. A worker writes its
 /// hello before it builds anything (a few milliseconds after exec); only a binary that is not a worker is this slow.

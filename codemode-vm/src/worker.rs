@@ -9,13 +9,13 @@
 //! introduces itself with [`WorkerMessage::Hello`]: its protocol version and whether its engine has append strings.
 
 use std::alloc::{GlobalAlloc, Layout};
-
-use mimalloc::MiMalloc;
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::os::fd::{AsFd, AsRawFd};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+use mimalloc::MiMalloc;
 
 use crate::confine::{ConfinementReport, Confiner, ENV_ADDRESS_SPACE};
 use crate::engine::{Engine, PreparedGlobals};
@@ -45,7 +45,7 @@ static LIMIT: AtomicUsize = AtomicUsize::new(usize::MAX);
 
 /// A global allocator that counts live bytes and ends the process when a limit is passed; the memory itself comes
 /// from mimalloc, which takes about 20% off a context's build and collection against glibc's malloc
-/// (PERFORMANCE-NOTES.md, "The worker's allocator").
+/// (PERFORMANCE-NOTES.md, "The worker's allocator and the build's turn").
 ///
 /// Install it in the binary that serves as a worker (`#[global_allocator]`); the limit is only armed by
 /// [`run_worker`], so the same binary can be a host too.
