@@ -1,26 +1,27 @@
 //! Process-level OpenTelemetry export: when an OTLP endpoint is configured (the standard `OTEL_EXPORTER_OTLP_*`
-//! variables, or the gateway's `[telemetry] otlp_endpoint`), the `codemode` spans go through tracing-opentelemetry
-//! to the SDK's batch span processor, the measurements straight into the SDK's instruments (the
-//! `codemode_telemetry::otel` metrics sink) and its periodic metric reader, and out over OTLP http/protobuf; [`Telemetry::shutdown`] flushes both
-//! when the process ends. It also holds the W3C trace-context
-//! helpers the gateway uses to continue a client's trace and hand its own to upstream servers (`params._meta`).
+//! variables, or the gateway's `[telemetry] otlp_endpoint`), the `codemode` spans go through this crate's span layer
+//! ([`spans`]) to the SDK's batch span processor, the measurements straight into the SDK's instruments (the
+//! `codemode_telemetry::otel` metrics sink) and its periodic metric reader, and out over OTLP http/protobuf;
+//! [`Telemetry::shutdown`] flushes both when the process ends. It also holds the W3C trace-context helpers the
+//! gateway uses to continue a client's trace and hand its own to upstream servers (`params._meta`).
 //!
-//! Invariant: with no endpoint nothing is installed (no subscriber, no provider, no metrics sink, no thread), so
-//! every `codemode` span and metric event is disabled at its call site. Only the `codemode` target is exported, never the spans of
-//! libraries underneath (rmcp's).
+//! Invariant: with no endpoint nothing is installed (no subscriber, no processor, no metrics sink, no thread), so
+//! every `codemode` span and metric event is disabled at its call site. Only the `codemode` target is exported,
+//! never the spans of libraries underneath (rmcp's).
+
+mod spans;
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::{Counter, Histogram};
+use opentelemetry::metrics::{BoundCounter, BoundHistogram, Counter, Histogram};
 use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
-use opentelemetry::trace::TracerProvider as _;
+use opentelemetry::trace::TraceContextExt as _;
 use opentelemetry_otlp::WithExportConfig as _;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::{BatchSpanProcessor, SdkTracerProvider};
-use tracing_opentelemetry::OpenTelemetrySpanExt as _;
-use tracing_subscriber::Layer as _;
+use opentelemetry_sdk::trace::{BatchSpanProcessor, Config, SpanProcessor as _};
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::SubscriberExt as _;
 
@@ -81,14 +82,14 @@ impl ExportConfig {
 /// The installed exporters, flushed and stopped by [`Telemetry::shutdown`]; empty when export is off.
 #[derive(Default)]
 pub struct Telemetry {
-    tracer: Option<SdkTracerProvider>,
+    spans: Option<Arc<BatchSpanProcessor>>,
     meter: Option<SdkMeterProvider>,
 }
 
 impl std::fmt::Debug for Telemetry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Telemetry")
-            .field("traces", &self.tracer.is_some())
+            .field("traces", &self.spans.is_some())
             .field("metrics", &self.meter.is_some())
             .finish()
     }
@@ -121,7 +122,6 @@ impl Telemetry {
         }
         let resource = resource();
         let mut telemetry = Telemetry::default();
-        let mut layers = Vec::new();
         if config.traces {
             let mut exporter = opentelemetry_otlp::SpanExporter::builder()
                 .with_http()
@@ -131,25 +131,18 @@ impl Telemetry {
             }
             let exporter = exporter.build().map_err(|e| TelemetryError(e.to_string()))?;
             // The batch processor reads OTEL_BSP_* for its queue, batch size, delay and export timeout.
-            let provider = SdkTracerProvider::builder()
-                .with_span_processor(BatchSpanProcessor::builder(exporter).build())
-                .with_resource(resource.clone())
-                .build();
-            let tracer = provider.tracer("codemode");
-            // The spans with the attributes they are given: no code location, thread, target or busy/idle times,
-            // and no OpenTelemetry context made current on every poll (nothing here reads `Context::current`;
-            // parents come from the `tracing` span tree). Each of those cost every nested call allocations and
-            // clock reads, and the exporter bytes.
-            let layer = tracing_opentelemetry::layer()
-                .with_tracer(tracer)
-                .with_location(false)
-                .with_threads(false)
-                .with_target(false)
-                .with_tracked_inactivity(false)
-                .with_context_activation(false);
-            layers.push(layer.boxed());
+            let mut processor = BatchSpanProcessor::builder(exporter).build();
+            processor.set_resource(&resource);
+            let processor = Arc::new(processor);
+            // One global filter: only `codemode` spans (and no event, as every measurement goes to the sink) reach
+            // the layer; the callsites of the libraries underneath stay disabled.
+            let targets = Targets::new().with_target(codemode_telemetry::otel::TARGET, tracing::Level::TRACE);
+            let subscriber = tracing_subscriber::registry()
+                .with(targets)
+                .with(spans::SpanLayer::new(processor.clone(), Config::default()));
+            tracing::subscriber::set_global_default(subscriber).map_err(|e| TelemetryError(e.to_string()))?;
             opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
-            telemetry.tracer = Some(provider);
+            telemetry.spans = Some(processor);
         }
         if config.metrics {
             let mut exporter = opentelemetry_otlp::MetricExporter::builder()
@@ -172,26 +165,19 @@ impl Telemetry {
             // Not exported: dropped, and never `tracing` events the span layer would attach to spans.
             codemode_telemetry::otel::set_metrics(Box::new(NoMetrics));
         }
-        if !layers.is_empty() {
-            // One global filter: only `codemode` spans (and no event, as every measurement goes to the sink) reach
-            // the layer; the callsites of the libraries underneath stay disabled.
-            let targets = Targets::new().with_target(codemode_telemetry::otel::TARGET, tracing::Level::TRACE);
-            let subscriber = tracing_subscriber::registry().with(targets).with(layers);
-            tracing::subscriber::set_global_default(subscriber).map_err(|e| TelemetryError(e.to_string()))?;
-        }
         Ok(telemetry)
     }
 
     /// Whether spans are exported.
     pub fn traces(&self) -> bool {
-        self.tracer.is_some()
+        self.spans.is_some()
     }
 
     /// Exports what is still buffered and stops the exporters; call it outside any async runtime, as the process
     /// ends. Failures are reported on stderr: the process's own outcome stands.
     pub fn shutdown(self) {
-        if let Some(provider) = self.tracer
-            && let Err(e) = provider.shutdown()
+        if let Some(processor) = self.spans
+            && let Err(e) = processor.shutdown()
         {
             eprintln!("codemode: exporting the last spans failed: {e}");
         }
@@ -225,7 +211,10 @@ pub fn continue_trace(span: &tracing::Span, traceparent: Option<&str>, tracestat
         carrier.insert("tracestate".to_owned(), state.to_owned());
     }
     let cx = TraceContextPropagator::new().extract(&Carrier(&mut carrier));
-    let _ = span.set_parent(cx);
+    let remote = cx.span().span_context().clone();
+    if remote.is_valid() {
+        spans::set_remote_parent(span, &remote);
+    }
 }
 
 /// The W3C `traceparent` and `tracestate` of `span`, to hand to the server a request goes to; `None` when the span
@@ -234,7 +223,7 @@ pub fn trace_headers(span: &tracing::Span) -> Option<(String, Option<String>)> {
     if span.is_disabled() {
         return None;
     }
-    let cx = span.context();
+    let cx = opentelemetry::Context::new().with_remote_span_context(spans::span_context(span)?);
     let mut carrier = HashMap::new();
     TraceContextPropagator::new().inject_context(&cx, &mut Carrier(&mut carrier));
     let parent = carrier.remove("traceparent")?;
@@ -283,6 +272,9 @@ struct OtelMetrics {
     exec_duration: Histogram<f64>,
     call_duration: Histogram<f64>,
     calls: Counter<u64>,
+    /// The call instruments bound to each attribute set seen (by tool, then [`CallSet::slot`]), so that a nested
+    /// call's two measurements skip hashing and looking up their attributes; at most [`BOUND_TOOLS`] tools.
+    bound: Mutex<HashMap<String, [Option<BoundCall>; CallSet::SLOTS]>>,
     replays: Counter<u64>,
     mcp_client_duration: Histogram<f64>,
     mcp_server_duration: Histogram<f64>,
@@ -300,10 +292,41 @@ impl OtelMetrics {
             exec_duration: seconds(metric::EXEC_DURATION, "How long an exec or wait took"),
             call_duration: seconds(metric::CALL_DURATION, "How long a live nested tool call took"),
             calls: meter.u64_counter(metric::CALLS).with_description("Nested tool calls, by status").build(),
+            bound: Mutex::new(HashMap::new()),
             replays: meter.u64_counter(metric::REPLAYS).with_description("Runs resumed by replay").build(),
             mcp_client_duration: seconds(metric::MCP_CLIENT_DURATION, "MCP requests sent to upstream servers"),
             mcp_server_duration: seconds(metric::MCP_SERVER_DURATION, "MCP requests the gateway served"),
         }
+    }
+}
+
+/// Most tools whose call instruments are bound; the calls of further tools are recorded unbound (the SDK's
+/// cardinality limit applies either way).
+const BOUND_TOOLS: usize = 512;
+
+/// A nested call's instruments bound to one attribute set; the duration's on the set's first live call, so that
+/// replayed calls (which have none) export no empty histogram.
+struct BoundCall {
+    duration: Option<BoundHistogram<f64>>,
+    calls: BoundCounter<u64>,
+}
+
+/// The `(codemode.status, codemode.replayed)` pairs a nested call's metrics carry.
+struct CallSet;
+
+impl CallSet {
+    /// `ok`, `error` and `deferred`, live or replayed.
+    const SLOTS: usize = 6;
+
+    /// The slot of a pair, `None` for a status not listed.
+    fn slot(status: &str, replayed: bool) -> Option<usize> {
+        let status = match status {
+            "ok" => 0,
+            "error" => 1,
+            "deferred" => 2,
+            _ => return None,
+        };
+        Some(status * 2 + usize::from(replayed))
     }
 }
 
@@ -327,15 +350,30 @@ impl codemode_telemetry::otel::Metrics for OtelMetrics {
 
     fn call(&self, tool: &str, status: &'static str, replayed: bool, seconds: Option<f64>) {
         use codemode_telemetry::otel::attr;
-        let attributes = [
-            KeyValue::new(attr::GEN_AI_TOOL_NAME, tool.to_owned()),
-            KeyValue::new(attr::STATUS, status),
-            KeyValue::new(attr::REPLAYED, replayed),
-        ];
+        let attributes = || {
+            [
+                KeyValue::new(attr::GEN_AI_TOOL_NAME, tool.to_owned()),
+                KeyValue::new(attr::STATUS, status),
+                KeyValue::new(attr::REPLAYED, replayed),
+            ]
+        };
+        let mut bound = self.bound.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let slot = CallSet::slot(status, replayed).filter(|_| bound.contains_key(tool) || bound.len() < BOUND_TOOLS);
+        let Some(slot) = slot else {
+            drop(bound);
+            let attributes = attributes();
+            if let Some(seconds) = seconds {
+                self.call_duration.record(seconds, &attributes);
+            }
+            self.calls.add(1, &attributes);
+            return;
+        };
+        let call = bound.entry(tool.to_owned()).or_default()[slot]
+            .get_or_insert_with(|| BoundCall { duration: None, calls: self.calls.bind(&attributes()) });
         if let Some(seconds) = seconds {
-            self.call_duration.record(seconds, &attributes);
+            call.duration.get_or_insert_with(|| self.call_duration.bind(&attributes())).record(seconds);
         }
-        self.calls.add(1, &attributes);
+        call.calls.add(1);
     }
 
     fn replay(&self) {
@@ -403,5 +441,67 @@ mod tests {
         let span = tracing::info_span!(target: "codemode", "x");
         assert!(trace_headers(&span).is_none());
         continue_trace(&span, Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"), None);
+    }
+
+    #[test]
+    fn call_metrics_count_by_tool_status_and_replay_bound_or_not() {
+        use codemode_telemetry::otel::Metrics as _;
+        use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
+        use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader};
+
+        let exporter = InMemoryMetricExporter::default();
+        let provider =
+            SdkMeterProvider::builder().with_reader(PeriodicReader::builder(exporter.clone()).build()).build();
+        let sink = OtelMetrics::new(&provider);
+        sink.call("echo", "ok", false, Some(0.25));
+        sink.call("echo", "ok", false, Some(0.75));
+        sink.call("echo", "error", true, None);
+        // A status without a bound slot is recorded unbound, with the same attributes.
+        sink.call("echo", "aborted", false, Some(1.0));
+        provider.force_flush().expect("flush");
+        let metrics = exporter.get_finished_metrics().expect("metrics");
+        let find = |name: &str| {
+            metrics
+                .iter()
+                .flat_map(|r| r.scope_metrics())
+                .flat_map(|s| s.metrics())
+                .find(|m| m.name() == name)
+                .map(|m| m.data())
+                .unwrap_or_else(|| panic!("{name} exported"))
+        };
+        let key = |attributes: &mut dyn Iterator<Item = &KeyValue>| {
+            let mut pairs: Vec<String> = attributes.map(|kv| format!("{}={}", kv.key, kv.value)).collect();
+            pairs.sort();
+            pairs.join(",")
+        };
+        let AggregatedMetrics::U64(MetricData::Sum(calls)) = find(codemode_telemetry::otel::metric::CALLS) else {
+            panic!("calls is a u64 sum")
+        };
+        let mut counts: Vec<(String, u64)> =
+            calls.data_points().map(|p| (key(&mut p.attributes()), p.value())).collect();
+        counts.sort();
+        assert_eq!(
+            counts,
+            [
+                ("codemode.replayed=false,codemode.status=aborted,gen_ai.tool.name=echo".to_owned(), 1),
+                ("codemode.replayed=false,codemode.status=ok,gen_ai.tool.name=echo".to_owned(), 2),
+                ("codemode.replayed=true,codemode.status=error,gen_ai.tool.name=echo".to_owned(), 1),
+            ]
+        );
+        let AggregatedMetrics::F64(MetricData::Histogram(durations)) =
+            find(codemode_telemetry::otel::metric::CALL_DURATION)
+        else {
+            panic!("call duration is an f64 histogram")
+        };
+        let mut sums: Vec<(String, u64, f64)> =
+            durations.data_points().map(|p| (key(&mut p.attributes()), p.count(), p.sum())).collect();
+        sums.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            sums,
+            [
+                ("codemode.replayed=false,codemode.status=aborted,gen_ai.tool.name=echo".to_owned(), 1, 1.0),
+                ("codemode.replayed=false,codemode.status=ok,gen_ai.tool.name=echo".to_owned(), 2, 1.0),
+            ]
+        );
     }
 }
