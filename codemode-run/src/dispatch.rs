@@ -43,14 +43,14 @@ pub(crate) fn dispatch(
     let method = call.method();
     // A tool call is named for the spans of a replay, and gets its `execute_tool` span, which ends as it settles.
     let trace = std::cell::Cell::new(crate::trace::call_name(inner, id, &call).map(|named| {
-        let span = crate::trace::call_span(parts.run_id, &named, false, None);
+        let span = crate::trace::live_call_span(parts.run_id);
         let trace = crate::trace::CallTrace::new(span, &named, &inner.redactor);
         parts.call_names.push(named);
         trace
     }));
     let settle = |parts: RunParts<'_>, value: SettlementValue| {
-        if let Some(trace) = trace.take() {
-            trace.settled(&value);
+        if let Some(settled) = trace.take().and_then(|trace| trace.settled_later(&value)) {
+            parts.settled.push(settled);
         }
         settle_now(parts, id, method, digest, value)
     };
@@ -290,27 +290,31 @@ pub(crate) fn dispatch(
     // thread hops it costs; anything else goes on running in a task.
     let trace = trace.take();
     let span = trace.as_ref().map_or_else(tracing::Span::none, crate::trace::CallTrace::span);
-    let mut future = Box::pin(async move {
-        let value = tracing::Instrument::instrument(future, span).await;
+    let mut future = Box::pin(tracing::Instrument::instrument(future, span));
+    let in_task = |future, trace: Option<crate::trace::CallTrace>| async move {
+        let value = future.await;
         if let Some(trace) = trace {
             trace.settled(&value);
         }
         Settlement { id, value }
-    });
+    };
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     let handle = if asks {
-        Some(parts.in_flight.spawn(future))
+        Some(parts.in_flight.spawn(in_task(future, trace)))
     } else {
         // A host that panics on this first poll fails the call as it would in a task, not the run.
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| future.as_mut().poll(&mut cx))) {
-            Ok(std::task::Poll::Ready(settlement)) => {
+            Ok(std::task::Poll::Ready(value)) => {
                 if let Some(effect) = parts.effects.get_mut(&id) {
-                    effect.status = crate::machine::effect_status(&settlement.value);
+                    effect.status = crate::machine::effect_status(&value);
                 }
-                parts.ready.push(settlement);
+                if let Some(settled) = trace.and_then(|trace| trace.settled_later(&value)) {
+                    parts.settled.push(settled);
+                }
+                parts.ready.push(Settlement { id, value });
                 None
             }
-            Ok(std::task::Poll::Pending) => Some(parts.in_flight.spawn(future)),
+            Ok(std::task::Poll::Pending) => Some(parts.in_flight.spawn(in_task(future, trace))),
             Err(_) => {
                 parts.host_failed.insert(id);
                 parts.ready.push(crate::machine::host_failure(id));

@@ -67,6 +67,8 @@ pub struct LiveRun {
     activity: Recorder,
     /// The tool each nested call named, kept with the checkpoint for the spans of a replay.
     call_names: Vec<CallName>,
+    /// Calls settled at once whose spans and metrics are recorded once their settlements are sent.
+    settled: Vec<crate::trace::Settled>,
     /// Pinged by each activity event of the current `wait` when progress keeps it waiting: a held collect then
     /// restarts the wait budget.
     kept_alive: Option<Arc<tokio::sync::Notify>>,
@@ -307,6 +309,7 @@ async fn exec_run(inner: Arc<Inner>, input: ExecInput, scope: RunScope, options:
         idempotency,
         activity,
         call_names: Vec::new(),
+        settled: Vec::new(),
         kept_alive: None,
         tool_contracts: BTreeMap::new(),
     };
@@ -667,6 +670,7 @@ async fn wait_run(
                 idempotency: checkpoint.idempotency_key.clone(),
                 activity,
                 call_names: checkpoint.call_names.clone(),
+                settled: Vec::new(),
                 kept_alive: None,
                 tool_contracts: checkpoint.tool_contracts.clone(),
             }
@@ -945,7 +949,21 @@ fn complete(inner: &Inner, run: &mut LiveRun, value: Value) -> CodeModeResult {
     CodeModeResult::Completed(Completed { value, warnings, output, effects, telemetry, activity: None })
 }
 
+/// Carries out the machine's commands until the run stops, then records the calls settled at once not yet recorded.
 async fn drive(inner: &Arc<Inner>, run: &mut LiveRun, slot: &mut Option<Slot<LiveRun>>) -> Stop {
+    let stop = drive_commands(inner, run, slot).await;
+    record_settled(run);
+    stop
+}
+
+/// Records the spans and metrics of the calls settled at once since the last time.
+fn record_settled(run: &mut LiveRun) {
+    for settled in run.settled.drain(..) {
+        settled.record();
+    }
+}
+
+async fn drive_commands(inner: &Arc<Inner>, run: &mut LiveRun, slot: &mut Option<Slot<LiveRun>>) -> Stop {
     loop {
         let Some(command) = run.machine.poll() else {
             return Stop::Done(Box::new(fail(
@@ -970,6 +988,8 @@ async fn drive(inner: &Arc<Inner>, run: &mut LiveRun, slot: &mut Option<Slot<Liv
                 if let Err(e) = sent {
                     run.machine.handle(Event::SendFailed(e));
                 }
+                // While the program goes on with what was sent, the calls it settled are recorded.
+                record_settled(run);
             }
             Command::Dispatch(request, digest) => {
                 if let Some(claimed) = slot.as_ref().filter(|s| inner.runs.records(s))
@@ -1014,6 +1034,7 @@ async fn drive(inner: &Arc<Inner>, run: &mut LiveRun, slot: &mut Option<Slot<Liv
                     host_failed: &mut run.machine.host_failed,
                     asked: &mut asked,
                     call_names: &mut run.call_names,
+                    settled: &mut run.settled,
                     tool_contracts: &mut run.tool_contracts,
                     approvals: ApprovalParts {
                         approver: if options.approver.is_some() { &options.approver } else { &inner.approver },
@@ -1191,6 +1212,8 @@ pub(crate) struct RunParts<'a> {
     pub(crate) asked: &'a mut Vec<AskedCall>,
     /// The tool each nested call named (for the spans of a replay).
     pub(crate) call_names: &'a mut Vec<CallName>,
+    /// Calls settled at once, their spans and metrics to record after the settlements are sent.
+    pub(crate) settled: &'a mut Vec<crate::trace::Settled>,
     /// The contract digest of each catalog tool the run called.
     pub(crate) tool_contracts: &'a mut BTreeMap<String, String>,
     /// Who decides approvals in this call, and what was decided.

@@ -2,7 +2,9 @@
 //! the engine, one INTERNAL `execute_tool <tool>` child per nested tool call (live, or delivered from the journal by
 //! a replay, then marked `codemode.replayed`), named and attributed after the OpenTelemetry GenAI conventions; and
 //! the measurements (durations, calls by status, replays), recorded through `codemode_telemetry::otel`'s metrics
-//! sink or as `tracing` events. Names are `codemode_telemetry::otel`'s.
+//! sink or as `tracing` events. Names are `codemode_telemetry::otel`'s. A live call's span opens bare (its kind and
+//! run) and is named and attributed when the call is recorded; a call settled at once is recorded after its
+//! settlement was sent to the program ([`Settled`]), so the program waits for neither.
 //!
 //! Invariant: nothing here changes what a run does. With no subscriber interested in the `codemode` target and no
 //! metrics sink installed, every span is disabled and every helper returns at its first check, so a run pays no
@@ -138,34 +140,78 @@ pub(crate) fn call_name(inner: &Inner, id: u32, call: &BridgeCall) -> Option<Cal
     Some(CallName { id, method, tool, server, write })
 }
 
-/// The INTERNAL span of one nested call, a child of the current span (the run's) unless `parent` is given.
-pub(crate) fn call_span(run_id: &str, call: &CallName, replayed: bool, parent: Option<&Span>) -> Span {
-    macro_rules! call_span {
-        ($($parent:tt)*) => {
-            tracing::info_span!(
-                target: TARGET,
-                $($parent)*
-                "execute_tool",
-                "otel.name" = otel::execute_tool_name(&call.tool).as_str(),
-                "otel.kind" = otel::kind::INTERNAL,
-                "gen_ai.operation.name" = otel::EXECUTE_TOOL,
-                "gen_ai.tool.name" = call.tool.as_str(),
-                "gen_ai.tool.call.id" = format!("bridge:{}:{}", call.method, call.id).as_str(),
-                "codemode.run_id" = run_id,
-                "codemode.server" = call.server.as_deref(),
-                "codemode.replayed" = replayed,
-                "codemode.status" = Empty,
-                "codemode.effect_status" = Empty,
-                "error.type" = Empty,
-                "otel.status_code" = Empty,
-                "otel.status_description" = Empty,
-            )
-        };
-    }
-    match parent {
-        Some(parent) => call_span!(parent: parent,),
-        None => call_span!(),
-    }
+/// The INTERNAL span of one nested call a replay delivered from the journal, under `parent` (the `wait` span),
+/// marked `codemode.replayed`.
+fn replayed_call_span(run_id: &str, call: &CallName, parent: &Span) -> Span {
+    tracing::info_span!(
+        target: TARGET,
+        parent: parent,
+        "execute_tool",
+        "otel.name" = otel::execute_tool_name(&call.tool).as_str(),
+        "otel.kind" = otel::kind::INTERNAL,
+        "gen_ai.operation.name" = otel::EXECUTE_TOOL,
+        "gen_ai.tool.name" = call.tool.as_str(),
+        "gen_ai.tool.call.id" = otel::tool_call_id(&call.method, call.id).as_str(),
+        "codemode.run_id" = run_id,
+        "codemode.server" = call.server.as_deref(),
+        "codemode.replayed" = true,
+        "codemode.status" = Empty,
+        "codemode.effect_status" = Empty,
+        "error.type" = Empty,
+        "otel.status_code" = Empty,
+        "otel.status_description" = Empty,
+    )
+}
+
+/// The INTERNAL span of one live nested call, a child of the current span (the run's), opened bare: only its kind
+/// and run are recorded as it opens, while the program waits for the call; [`record_identity`] names it and puts
+/// the GenAI attributes on it as the call is recorded.
+pub(crate) fn live_call_span(run_id: &str) -> Span {
+    tracing::info_span!(
+        target: TARGET,
+        "execute_tool",
+        "otel.kind" = otel::kind::INTERNAL,
+        "codemode.run_id" = run_id,
+        "otel.name" = Empty,
+        "gen_ai.operation.name" = Empty,
+        "gen_ai.tool.name" = Empty,
+        "gen_ai.tool.call.id" = Empty,
+        "codemode.server" = Empty,
+        "codemode.replayed" = Empty,
+        "codemode.status" = Empty,
+        "codemode.effect_status" = Empty,
+        "error.type" = Empty,
+        "otel.status_code" = Empty,
+        "otel.status_description" = Empty,
+    )
+}
+
+/// Names a span [`live_call_span`] opened after its call, with its GenAI attributes, in one record.
+fn record_identity(span: &Span, call: &CallName) {
+    use tracing::Value as V;
+    let Some(fields) = span.metadata().map(tracing::Metadata::fields) else { return };
+    let field = |name: &str| fields.field(name);
+    let (Some(name), Some(operation), Some(tool), Some(id), Some(server), Some(replayed)) = (
+        field("otel.name"),
+        field("gen_ai.operation.name"),
+        field("gen_ai.tool.name"),
+        field("gen_ai.tool.call.id"),
+        field("codemode.server"),
+        field("codemode.replayed"),
+    ) else {
+        return;
+    };
+    let span_name = otel::execute_tool_name(&call.tool);
+    let call_id = otel::tool_call_id(&call.method, call.id);
+    let server_name = call.server.as_deref();
+    span.record_all(&fields.value_set(&[
+        (&name, Some(&span_name.as_str() as &dyn V)),
+        (&operation, Some(&otel::EXECUTE_TOOL as &dyn V)),
+        (&tool, Some(&call.tool.as_str() as &dyn V)),
+        (&id, Some(&call_id.as_str() as &dyn V)),
+        (&server, server_name.as_ref().map(|s| s as &dyn V)),
+        (&replayed, Some(&false as &dyn V)),
+    ]));
 }
 
 /// Records how a nested call settled on its span: `ok`, or an error span for a refused or failed call and for a
@@ -182,26 +228,45 @@ pub(crate) fn settled(
     if span.is_disabled() && !otel::metrics_installed() {
         return;
     }
-    let status = match value {
-        SettlementValue::Ok { value } => match tool_error_text(value) {
-            Some(text) => {
-                error(span, "tool_error", &text, redactor);
-                "error"
-            }
-            None => "ok",
-        },
-        // An approver deferred the call: it waits in the run and is dispatched again when the run resumes.
-        SettlementValue::Err { code: BridgeErrorCode::Other(code), .. } if code == "deferred" => "deferred",
-        SettlementValue::Err { code, message } => {
-            error(span, code.as_str(), message, redactor);
-            "error"
-        }
-    };
-    span.record("codemode.status", status);
-    if call.write {
-        span.record("codemode.effect_status", crate::machine::effect_status(value).as_str());
+    let seconds = started.map(|started| started.elapsed().as_secs_f64());
+    record(span, call, Outcome::of(value, call.write), replayed, seconds, redactor);
+}
+
+/// What a settlement says about its call, for the call's span and metrics.
+struct Outcome {
+    status: &'static str,
+    /// `error.type` and the unredacted message of an error span.
+    error: Option<(String, String)>,
+    /// A write-class call's effect status.
+    effect: Option<&'static str>,
+}
+
+impl Outcome {
+    fn of(value: &SettlementValue, write: bool) -> Outcome {
+        let (status, error) = match value {
+            SettlementValue::Ok { value } => match tool_error_text(value) {
+                Some(text) => ("error", Some(("tool_error".to_owned(), text))),
+                None => ("ok", None),
+            },
+            // An approver deferred the call: it waits in the run and is dispatched again when the run resumes.
+            SettlementValue::Err { code: BridgeErrorCode::Other(code), .. } if code == "deferred" => ("deferred", None),
+            SettlementValue::Err { code, message } => ("error", Some((code.as_str().to_owned(), message.clone()))),
+        };
+        let effect = write.then(|| crate::machine::effect_status(value).as_str());
+        Outcome { status, error, effect }
     }
-    otel::record_call(&call.tool, status, replayed, started.map(|started| started.elapsed().as_secs_f64()));
+}
+
+/// Records `outcome` on a call's span and in the call metrics.
+fn record(span: &Span, call: &CallName, outcome: Outcome, replayed: bool, seconds: Option<f64>, redactor: &Redactor) {
+    if let Some((kind, message)) = &outcome.error {
+        error(span, kind, message, redactor);
+    }
+    span.record("codemode.status", outcome.status);
+    if let Some(effect) = outcome.effect {
+        span.record("codemode.effect_status", effect);
+    }
+    otel::record_call(&call.tool, outcome.status, replayed, seconds);
 }
 
 /// Records an error on a span: `error.type`, the ERROR status and the message, redacted with the engine's
@@ -254,7 +319,44 @@ impl CallTrace {
     /// The call settled with `value`.
     pub(crate) fn settled(mut self, value: &SettlementValue) {
         if let Some((call, redactor)) = self.call.take() {
+            record_identity(&self.span, &call);
             settled(&self.span, &call, value, false, self.started, &redactor);
+        }
+    }
+
+    /// The call settled with `value`, to be recorded later ([`Settled::record`]) with the duration it has now;
+    /// `None` when nothing is recorded.
+    pub(crate) fn settled_later(mut self, value: &SettlementValue) -> Option<Settled> {
+        let (call, redactor) = self.call.take()?;
+        let outcome = Outcome::of(value, call.write);
+        let seconds = self.started.map(|started| started.elapsed().as_secs_f64());
+        Some(Settled { span: self.span.clone(), call, redactor, outcome: Some(outcome), seconds })
+    }
+}
+
+/// A nested call that settled at once, its span and metrics still to record: the run records them once the
+/// settlement is on its way to the program, while the program goes on. Dropped unrecorded, it records itself.
+pub(crate) struct Settled {
+    span: Span,
+    call: CallName,
+    redactor: Arc<Redactor>,
+    /// `None` once recorded.
+    outcome: Option<Outcome>,
+    seconds: Option<f64>,
+}
+
+impl Settled {
+    /// Records the settlement on the call's span and in its metrics, and ends the span.
+    pub(crate) fn record(self) {
+        drop(self);
+    }
+}
+
+impl Drop for Settled {
+    fn drop(&mut self) {
+        if let Some(outcome) = self.outcome.take() {
+            record_identity(&self.span, &self.call);
+            record(&self.span, &self.call, outcome, false, self.seconds, &self.redactor);
         }
     }
 }
@@ -262,6 +364,7 @@ impl CallTrace {
 impl Drop for CallTrace {
     fn drop(&mut self) {
         if let Some((call, redactor)) = self.call.take() {
+            record_identity(&self.span, &call);
             error(
                 &self.span,
                 "aborted",
@@ -285,7 +388,7 @@ pub(crate) fn replayed_calls(parent: &Span, checkpoint: &Checkpoint, redactor: &
     for round in &checkpoint.journal.rounds {
         for settlement in &round.settlements {
             let Some(call) = checkpoint.call_names.iter().find(|c| c.id == settlement.id) else { continue };
-            let span = call_span(&checkpoint.run_id, call, true, Some(parent));
+            let span = replayed_call_span(&checkpoint.run_id, call, parent);
             settled(&span, call, &settlement.value, true, None, redactor);
         }
     }

@@ -206,12 +206,43 @@ pub fn source_digest(source: &str) -> String {
 
 /// The span name of a tool execution: `execute_tool <tool>`.
 pub fn execute_tool_name(tool: &str) -> String {
-    format!("{EXECUTE_TOOL} {tool}")
+    joined(EXECUTE_TOOL, tool)
 }
 
 /// The span name of an MCP tool call: `tools/call <tool>`.
 pub fn tools_call_name(tool: &str) -> String {
-    format!("{TOOLS_CALL} {tool}")
+    joined(TOOLS_CALL, tool)
+}
+
+/// The id of a nested tool call (`gen_ai.tool.call.id`): `bridge:<method>:<request id>`.
+pub fn tool_call_id(method: &str, id: u32) -> String {
+    let mut out = String::with_capacity(8 + method.len() + 10);
+    out.push_str("bridge:");
+    out.push_str(method);
+    out.push(':');
+    let mut digits = [0_u8; 10];
+    let mut at = digits.len();
+    let mut rest = id;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    out.extend(digits[at..].iter().map(|&d| char::from(d)));
+    out
+}
+
+/// `operation` and `name` with a space between, built without the formatting machinery: these names are made on
+/// every nested call while its program waits.
+fn joined(operation: &str, name: &str) -> String {
+    let mut out = String::with_capacity(operation.len() + 1 + name.len());
+    out.push_str(operation);
+    out.push(' ');
+    out.push_str(name);
+    out
 }
 
 #[cfg(test)]
@@ -228,5 +259,12 @@ mod tests {
     fn span_names_follow_the_conventions() {
         assert_eq!(execute_tool_name("exec"), "execute_tool exec");
         assert_eq!(tools_call_name("echo"), "tools/call echo");
+    }
+
+    #[test]
+    fn tool_call_ids_name_the_method_and_the_request() {
+        for id in [0, 7, 10, 4_021, u32::MAX] {
+            assert_eq!(tool_call_id("callValue", id), format!("bridge:callValue:{id}"));
+        }
     }
 }

@@ -1,8 +1,10 @@
 //! The span layer of an exporting process: each `codemode` `tracing` span becomes an OpenTelemetry span, kept in the
 //! span's registry extensions while it is open and handed, as the SDK's `SpanData`, to the batch span processor
-//! when it closes. It replaces tracing-opentelemetry's layer, which built every span through the SDK's
-//! `SpanBuilder` and tracer and read the clock on every exit of an instrumented future: a nested call here costs
-//! about half the instructions (`docs/observability.md`, "Cost").
+//! when it closes. A span ends when it was last exited (as with tracing-opentelemetry), or when it closes if it was
+//! never entered: a nested call's span is closed once its settlement is on its way to the program, but ends when
+//! the call's future last ran. It replaces tracing-opentelemetry's layer, which built every span through the SDK's
+//! `SpanBuilder` and tracer: a nested call here costs about half the instructions (`docs/observability.md`,
+//! "Cost").
 //!
 //! It honours what the SDK's tracer would: the sampler and span limits of `OTEL_TRACES_SAMPLER`,
 //! `OTEL_TRACES_SAMPLER_ARG` and `OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT`, and tracing-opentelemetry's special fields
@@ -75,6 +77,8 @@ struct OpenSpan {
     kind: SpanKind,
     name: Cow<'static, str>,
     start: SystemTime,
+    /// When the span was last exited: its end time, if it was ever entered.
+    exited: Option<SystemTime>,
     /// Collected only while the span may be exported: empty under an unsampled parent.
     attributes: Vec<KeyValue>,
     dropped: u32,
@@ -182,6 +186,7 @@ where
             kind: SpanKind::Internal,
             name: Cow::Borrowed(attrs.metadata().name()),
             start: SystemTime::now(),
+            exited: None,
             attributes: Vec::new(),
             dropped: 0,
             error: None,
@@ -231,6 +236,15 @@ where
         }
     }
 
+    fn on_exit(&self, id: &Id, ctx: LayerContext<'_, S>) {
+        let Some(span) = ctx.span(id) else { return };
+        if let Some(open) = span.extensions_mut().get_mut::<OpenSpan>()
+            && open.context.is_sampled()
+        {
+            open.exited = Some(SystemTime::now());
+        }
+    }
+
     fn on_close(&self, id: Id, ctx: LayerContext<'_, S>) {
         let Some(span) = ctx.span(&id) else { return };
         let Some(open) = span.extensions_mut().remove::<OpenSpan>() else { return };
@@ -249,7 +263,7 @@ where
             span_kind: open.kind,
             name: open.name,
             start_time: open.start,
-            end_time: SystemTime::now(),
+            end_time: open.exited.unwrap_or_else(SystemTime::now),
             attributes: open.attributes,
             dropped_attributes_count: open.dropped,
             events: SpanEvents::default(),
@@ -363,6 +377,19 @@ mod tests {
         assert_eq!(call.status, Status::error("boom"));
         assert_eq!(run.status, Status::Unset);
         assert!(call.start_time <= call.end_time && run.start_time <= call.start_time);
+    }
+
+    #[test]
+    fn a_span_ends_when_it_was_last_exited() {
+        let mut exited = None;
+        let spans = exported(Sampler::AlwaysOn, 128, || {
+            let span = tracing::info_span!("execute_tool");
+            span.in_scope(|| {});
+            exited = Some(SystemTime::now());
+        });
+        let exited = exited.expect("the span ran");
+        assert!(spans[0].end_time <= exited, "{:?} after {exited:?}", spans[0].end_time);
+        assert!(spans[0].start_time <= spans[0].end_time);
     }
 
     #[test]
