@@ -316,6 +316,8 @@ struct OtelMetrics {
     /// The call instruments bound to each attribute set seen (by tool, then [`CallSet::slot`]), so that a nested
     /// call's two measurements skip hashing and looking up their attributes; at most [`BOUND_TOOLS`] tools.
     bound: Mutex<HashMap<String, [Option<BoundCall>; CallSet::SLOTS]>>,
+    /// The exec duration bound to each `(gen_ai.tool.name, codemode.status)` pair seen (static names, a handful).
+    bound_exec: Mutex<Vec<((&'static str, &'static str), BoundHistogram<f64>)>>,
     replays: Counter<u64>,
     mcp_client_duration: Histogram<f64>,
     mcp_server_duration: Histogram<f64>,
@@ -334,6 +336,7 @@ impl OtelMetrics {
             call_duration: seconds(metric::CALL_DURATION, "How long a live nested tool call took"),
             calls: meter.u64_counter(metric::CALLS).with_description("Nested tool calls, by status").build(),
             bound: Mutex::new(HashMap::new()),
+            bound_exec: Mutex::new(Vec::new()),
             replays: meter.u64_counter(metric::REPLAYS).with_description("Runs resumed by replay").build(),
             mcp_client_duration: seconds(metric::MCP_CLIENT_DURATION, "MCP requests sent to upstream servers"),
             mcp_server_duration: seconds(metric::MCP_SERVER_DURATION, "MCP requests the gateway served"),
@@ -385,8 +388,14 @@ impl codemode_telemetry::otel::Metrics for NoMetrics {
 impl codemode_telemetry::otel::Metrics for OtelMetrics {
     fn exec(&self, tool: &'static str, status: &'static str, seconds: f64) {
         use codemode_telemetry::otel::attr;
-        self.exec_duration
-            .record(seconds, &[KeyValue::new(attr::GEN_AI_TOOL_NAME, tool), KeyValue::new(attr::STATUS, status)]);
+        let mut bound = self.bound_exec.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let found = bound.iter().position(|(set, _)| *set == (tool, status));
+        let index = found.unwrap_or_else(|| {
+            let attributes = [KeyValue::new(attr::GEN_AI_TOOL_NAME, tool), KeyValue::new(attr::STATUS, status)];
+            bound.push(((tool, status), self.exec_duration.bind(&attributes)));
+            bound.len() - 1
+        });
+        bound[index].1.record(seconds);
     }
 
     fn call(&self, tool: &str, status: &'static str, replayed: bool, seconds: Option<f64>) {

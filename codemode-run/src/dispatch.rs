@@ -43,7 +43,7 @@ pub(crate) fn dispatch(
     let method = call.method();
     // A tool call is named for the spans of a replay, and gets its `execute_tool` span, which ends as it settles.
     let trace = std::cell::Cell::new(crate::trace::call_name(inner, id, &call).map(|named| {
-        let span = crate::trace::live_call_span(parts.run_id);
+        let span = crate::trace::call_span(parts.run_id, &named, false, None);
         let trace = crate::trace::CallTrace::new(span, &named, &inner.redactor);
         parts.call_names.push(named);
         trace
@@ -312,6 +312,8 @@ pub(crate) fn dispatch(
                     parts.settled.push(settled);
                 }
                 parts.ready.push(Settlement { id, value });
+                // The finished future is dropped outside its span: dropping `Instrumented` would enter it again.
+                drop(std::pin::Pin::into_inner(future).into_inner());
                 None
             }
             Ok(std::task::Poll::Pending) => Some(parts.in_flight.spawn(in_task(future, trace))),

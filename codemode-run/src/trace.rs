@@ -2,9 +2,8 @@
 //! the engine, one INTERNAL `execute_tool <tool>` child per nested tool call (live, or delivered from the journal by
 //! a replay, then marked `codemode.replayed`), named and attributed after the OpenTelemetry GenAI conventions; and
 //! the measurements (durations, calls by status, replays), recorded through `codemode_telemetry::otel`'s metrics
-//! sink or as `tracing` events. Names are `codemode_telemetry::otel`'s. A live call's span opens bare (its kind and
-//! run) and is named and attributed when the call is recorded; a call settled at once is recorded after its
-//! settlement was sent to the program ([`Settled`]), so the program waits for neither.
+//! sink or as `tracing` events. Names are `codemode_telemetry::otel`'s. A call settled at once is recorded after
+//! its settlement was sent to the program ([`Settled`]), so that the program does not wait for that.
 //!
 //! Invariant: nothing here changes what a run does. With no subscriber interested in the `codemode` target and no
 //! metrics sink installed, every span is disabled and every helper returns at its first check, so a run pays no
@@ -140,78 +139,34 @@ pub(crate) fn call_name(inner: &Inner, id: u32, call: &BridgeCall) -> Option<Cal
     Some(CallName { id, method, tool, server, write })
 }
 
-/// The INTERNAL span of one nested call a replay delivered from the journal, under `parent` (the `wait` span),
-/// marked `codemode.replayed`.
-fn replayed_call_span(run_id: &str, call: &CallName, parent: &Span) -> Span {
-    tracing::info_span!(
-        target: TARGET,
-        parent: parent,
-        "execute_tool",
-        "otel.name" = otel::execute_tool_name(&call.tool).as_str(),
-        "otel.kind" = otel::kind::INTERNAL,
-        "gen_ai.operation.name" = otel::EXECUTE_TOOL,
-        "gen_ai.tool.name" = call.tool.as_str(),
-        "gen_ai.tool.call.id" = otel::tool_call_id(&call.method, call.id).as_str(),
-        "codemode.run_id" = run_id,
-        "codemode.server" = call.server.as_deref(),
-        "codemode.replayed" = true,
-        "codemode.status" = Empty,
-        "codemode.effect_status" = Empty,
-        "error.type" = Empty,
-        "otel.status_code" = Empty,
-        "otel.status_description" = Empty,
-    )
-}
-
-/// The INTERNAL span of one live nested call, a child of the current span (the run's), opened bare: only its kind
-/// and run are recorded as it opens, while the program waits for the call; [`record_identity`] names it and puts
-/// the GenAI attributes on it as the call is recorded.
-pub(crate) fn live_call_span(run_id: &str) -> Span {
-    tracing::info_span!(
-        target: TARGET,
-        "execute_tool",
-        "otel.kind" = otel::kind::INTERNAL,
-        "codemode.run_id" = run_id,
-        "otel.name" = Empty,
-        "gen_ai.operation.name" = Empty,
-        "gen_ai.tool.name" = Empty,
-        "gen_ai.tool.call.id" = Empty,
-        "codemode.server" = Empty,
-        "codemode.replayed" = Empty,
-        "codemode.status" = Empty,
-        "codemode.effect_status" = Empty,
-        "error.type" = Empty,
-        "otel.status_code" = Empty,
-        "otel.status_description" = Empty,
-    )
-}
-
-/// Names a span [`live_call_span`] opened after its call, with its GenAI attributes, in one record.
-fn record_identity(span: &Span, call: &CallName) {
-    use tracing::Value as V;
-    let Some(fields) = span.metadata().map(tracing::Metadata::fields) else { return };
-    let field = |name: &str| fields.field(name);
-    let (Some(name), Some(operation), Some(tool), Some(id), Some(server), Some(replayed)) = (
-        field("otel.name"),
-        field("gen_ai.operation.name"),
-        field("gen_ai.tool.name"),
-        field("gen_ai.tool.call.id"),
-        field("codemode.server"),
-        field("codemode.replayed"),
-    ) else {
-        return;
-    };
-    let span_name = otel::execute_tool_name(&call.tool);
-    let call_id = otel::tool_call_id(&call.method, call.id);
-    let server_name = call.server.as_deref();
-    span.record_all(&fields.value_set(&[
-        (&name, Some(&span_name.as_str() as &dyn V)),
-        (&operation, Some(&otel::EXECUTE_TOOL as &dyn V)),
-        (&tool, Some(&call.tool.as_str() as &dyn V)),
-        (&id, Some(&call_id.as_str() as &dyn V)),
-        (&server, server_name.as_ref().map(|s| s as &dyn V)),
-        (&replayed, Some(&false as &dyn V)),
-    ]));
+/// The INTERNAL span of one nested call, a child of the current span (the run's) unless `parent` is given.
+pub(crate) fn call_span(run_id: &str, call: &CallName, replayed: bool, parent: Option<&Span>) -> Span {
+    macro_rules! call_span {
+        ($($parent:tt)*) => {
+            tracing::info_span!(
+                target: TARGET,
+                $($parent)*
+                "execute_tool",
+                "otel.name" = otel::execute_tool_name(&call.tool).as_str(),
+                "otel.kind" = otel::kind::INTERNAL,
+                "gen_ai.operation.name" = otel::EXECUTE_TOOL,
+                "gen_ai.tool.name" = call.tool.as_str(),
+                "gen_ai.tool.call.id" = otel::tool_call_id(&call.method, call.id).as_str(),
+                "codemode.run_id" = run_id,
+                "codemode.server" = call.server.as_deref(),
+                "codemode.replayed" = replayed,
+                "codemode.status" = Empty,
+                "codemode.effect_status" = Empty,
+                "error.type" = Empty,
+                "otel.status_code" = Empty,
+                "otel.status_description" = Empty,
+            )
+        };
+    }
+    match parent {
+        Some(parent) => call_span!(parent: parent,),
+        None => call_span!(),
+    }
 }
 
 /// Records how a nested call settled on its span: `ok`, or an error span for a refused or failed call and for a
@@ -319,7 +274,6 @@ impl CallTrace {
     /// The call settled with `value`.
     pub(crate) fn settled(mut self, value: &SettlementValue) {
         if let Some((call, redactor)) = self.call.take() {
-            record_identity(&self.span, &call);
             settled(&self.span, &call, value, false, self.started, &redactor);
         }
     }
@@ -330,7 +284,8 @@ impl CallTrace {
         let (call, redactor) = self.call.take()?;
         let outcome = Outcome::of(value, call.write);
         let seconds = self.started.map(|started| started.elapsed().as_secs_f64());
-        Some(Settled { span: self.span.clone(), call, redactor, outcome: Some(outcome), seconds })
+        let span = std::mem::replace(&mut self.span, Span::none());
+        Some(Settled { span, call, redactor, outcome: Some(outcome), seconds })
     }
 }
 
@@ -355,7 +310,6 @@ impl Settled {
 impl Drop for Settled {
     fn drop(&mut self) {
         if let Some(outcome) = self.outcome.take() {
-            record_identity(&self.span, &self.call);
             record(&self.span, &self.call, outcome, false, self.seconds, &self.redactor);
         }
     }
@@ -364,7 +318,6 @@ impl Drop for Settled {
 impl Drop for CallTrace {
     fn drop(&mut self) {
         if let Some((call, redactor)) = self.call.take() {
-            record_identity(&self.span, &call);
             error(
                 &self.span,
                 "aborted",
@@ -388,7 +341,7 @@ pub(crate) fn replayed_calls(parent: &Span, checkpoint: &Checkpoint, redactor: &
     for round in &checkpoint.journal.rounds {
         for settlement in &round.settlements {
             let Some(call) = checkpoint.call_names.iter().find(|c| c.id == settlement.id) else { continue };
-            let span = replayed_call_span(&checkpoint.run_id, call, parent);
+            let span = call_span(&checkpoint.run_id, call, true, Some(parent));
             settled(&span, call, &settlement.value, true, None, redactor);
         }
     }
