@@ -317,7 +317,7 @@ struct OtelMetrics {
     /// call's two measurements skip hashing and looking up their attributes; at most [`BOUND_TOOLS`] tools.
     bound: Mutex<HashMap<String, [Option<BoundCall>; CallSet::SLOTS]>>,
     /// The exec duration bound to each `(gen_ai.tool.name, codemode.status)` pair seen (static names, a handful).
-    bound_exec: Mutex<Vec<((&'static str, &'static str), BoundHistogram<f64>)>>,
+    bound_exec: Mutex<Vec<(ExecSet, BoundHistogram<f64>)>>,
     replays: Counter<u64>,
     mcp_client_duration: Histogram<f64>,
     mcp_server_duration: Histogram<f64>,
@@ -347,6 +347,9 @@ impl OtelMetrics {
 /// Most tools whose call instruments are bound; the calls of further tools are recorded unbound (the SDK's
 /// cardinality limit applies either way).
 const BOUND_TOOLS: usize = 512;
+
+/// The attribute set of an exec duration: `gen_ai.tool.name` and `codemode.status`.
+type ExecSet = (&'static str, &'static str);
 
 /// A nested call's instruments bound to one attribute set; the duration's on the set's first live call, so that
 /// replayed calls (which have none) export no empty histogram.
