@@ -1,10 +1,10 @@
 //! The span layer of an exporting process: each `codemode` `tracing` span becomes an OpenTelemetry span, kept in the
 //! span's registry extensions while it is open and handed, as the SDK's `SpanData`, to the batch span processor
 //! when it closes. A span ends when it was last exited (as with tracing-opentelemetry), or when it closes if it was
-//! never entered: a nested call's span is closed once its settlement is on its way to the program, but ends when
-//! the call's future last ran. It replaces tracing-opentelemetry's layer, which built every span through the SDK's
-//! `SpanBuilder` and tracer: a nested call here costs about half the instructions (`docs/observability.md`,
-//! "Cost").
+//! never entered: the span of a call that answered at once is closed once its settlement is on its way to the
+//! program, but ends when the call's future last ran. It replaces tracing-opentelemetry's layer, which built every
+//! span through the SDK's `SpanBuilder` and tracer and cost a cell's runtime threads about half as much again
+//! (`docs/observability.md`, "Cost").
 //!
 //! It honours what the SDK's tracer would: the sampler and span limits of `OTEL_TRACES_SAMPLER`,
 //! `OTEL_TRACES_SAMPLER_ARG` and `OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT`, and tracing-opentelemetry's special fields
