@@ -136,7 +136,7 @@ impl Recorder {
         };
         let empty = Value::Object(serde_json::Map::new());
         let start = CallStart {
-            call_id: format!("bridge:{}:{}", request.call.method().as_str(), request.id),
+            call_id: codemode_telemetry::otel::tool_call_id(request.call.method().as_str(), request.id),
             run_id: self.run_id.clone(),
             cell: self.log.cell,
             tool,

@@ -344,7 +344,7 @@ fn call_context(
     method: BridgeMethod,
     server: Option<&str>,
 ) -> (CallContext, AbortOnDrop) {
-    let request_id = format!("bridge:{}:{id}", method.as_str());
+    let request_id = codemode_telemetry::otel::tool_call_id(method.as_str(), id);
     let (abort, fire_abort) = AbortSignal::new();
     let mut cx = CallContext::new(parts.run_id, request_id);
     cx.session_id = parts.owner.session_id.clone();
@@ -429,7 +429,7 @@ fn record_write(parts: &mut RunParts<'_>, id: u32, method: BridgeMethod, entry: 
         id,
         WriteEffect {
             tool: entry.definition.name.clone(),
-            call_id: format!("bridge:{}:{id}", method.as_str()),
+            call_id: codemode_telemetry::otel::tool_call_id(method.as_str(), id),
             status: EffectStatus::Uncertain,
             preview: preview(parts.redactor, args, EFFECT_PREVIEW_BYTES),
         },
@@ -524,7 +524,7 @@ fn gate(
     if lock(parts.approvals.approved).contains(&key) {
         return Gate::Run;
     }
-    let call_id = format!("bridge:{}:{id}", method.as_str());
+    let call_id = codemode_telemetry::otel::tool_call_id(method.as_str(), id);
     let answer = parts.approvals.answers.iter().find(|(c, _)| *c == call_id).map(|(_, d)| *d);
     match answer {
         Some(ApprovalDecision::Approve) => return Gate::Run,

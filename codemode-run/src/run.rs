@@ -367,7 +367,10 @@ async fn already_accepted(inner: &Inner, scope: &RunScope, run_id: &str, result:
             pending_tool_calls: checkpoint
                 .pending
                 .iter()
-                .map(|p| PendingToolCall { id: format!("bridge:{}:{}", p.method, p.id), method: p.method.clone() })
+                .map(|p| PendingToolCall {
+                    id: codemode_telemetry::otel::tool_call_id(&p.method, p.id),
+                    method: p.method.clone(),
+                })
                 .collect(),
             pending_approvals: checkpoint.asked.iter().map(|a| a.approval.clone()).collect(),
             replay_safe: false,
@@ -487,7 +490,10 @@ async fn park(inner: Arc<Inner>, mut run: LiveRun, slot: Option<Slot<LiveRun>>, 
     let pending_calls: Vec<PendingToolCall> = checkpoint
         .pending
         .iter()
-        .map(|p| PendingToolCall { id: format!("bridge:{}:{}", p.method, p.id), method: p.method.clone() })
+        .map(|p| PendingToolCall {
+            id: codemode_telemetry::otel::tool_call_id(&p.method, p.id),
+            method: p.method.clone(),
+        })
         .collect();
     let output = machine.budget.deliver(std::mem::take(&mut machine.new_output));
     let telemetry = telemetry(&inner, &run.scope);

@@ -214,7 +214,8 @@ pub fn tools_call_name(tool: &str) -> String {
     joined(TOOLS_CALL, tool)
 }
 
-/// The id of a nested tool call (`gen_ai.tool.call.id`): `bridge:<method>:<request id>`.
+/// The id of a nested tool call, as its span (`gen_ai.tool.call.id`), its activity, its effect and its approval name
+/// it: `bridge:<method>:<request id>`.
 pub fn tool_call_id(method: &str, id: u32) -> String {
     let mut out = String::with_capacity(8 + method.len() + 10);
     out.push_str("bridge:");

@@ -122,10 +122,12 @@ impl Visit for Fields<'_> {
             "otel.name" => self.span.name = Cow::Owned(value.to_owned()),
             "otel.kind" => self.span.kind = kind(value),
             "otel.status_code" => {
-                self.span.error = match value.to_ascii_uppercase().as_str() {
-                    "ERROR" => Some(true),
-                    "OK" => Some(false),
-                    _ => None,
+                self.span.error = if value.eq_ignore_ascii_case("ERROR") {
+                    Some(true)
+                } else if value.eq_ignore_ascii_case("OK") {
+                    Some(false)
+                } else {
+                    None
                 };
             }
             "otel.status_description" => self.span.description = Some(value.to_owned()),
@@ -161,15 +163,15 @@ impl Visit for Fields<'_> {
     }
 }
 
-/// The span kind `otel.kind` names, `INTERNAL` for anything else.
+/// The span kind `otel.kind` names (in any case), `INTERNAL` for anything else.
 fn kind(value: &str) -> SpanKind {
-    match value.to_ascii_lowercase().as_str() {
-        "server" => SpanKind::Server,
-        "client" => SpanKind::Client,
-        "producer" => SpanKind::Producer,
-        "consumer" => SpanKind::Consumer,
-        _ => SpanKind::Internal,
-    }
+    let kinds = [
+        ("server", SpanKind::Server),
+        ("client", SpanKind::Client),
+        ("producer", SpanKind::Producer),
+        ("consumer", SpanKind::Consumer),
+    ];
+    kinds.into_iter().find(|(name, _)| value.eq_ignore_ascii_case(name)).map_or(SpanKind::Internal, |(_, kind)| kind)
 }
 
 impl<S> tracing_subscriber::Layer<S> for SpanLayer
@@ -192,34 +194,24 @@ where
             error: None,
             description: None,
         };
+        // Under an unsampled parent nothing is exported, so no field is collected.
+        if parent.as_ref().is_none_or(SpanContext::is_sampled) {
+            open.attributes.reserve_exact(attrs.fields().len());
+            attrs.record(&mut Fields { span: &mut open, max: self.max_attributes, replace: false });
+        }
+        let span_id = self.ids.new_span_id();
         match parent {
             // The decision of every sampler `OTEL_TRACES_SAMPLER` can name is the same for all spans of a trace
             // under a local parent (the parent-based ones follow the parent, the others decide by trace id alone),
             // so a child takes its parent's instead of asking again.
             Some(parent) => {
-                if parent.is_sampled() {
-                    open.attributes.reserve_exact(attrs.fields().len());
-                    attrs.record(&mut Fields { span: &mut open, max: self.max_attributes, replace: false });
-                }
                 open.parent = parent.span_id();
-                open.context = SpanContext::new(
-                    parent.trace_id(),
-                    self.ids.new_span_id(),
-                    parent.trace_flags(),
-                    false,
-                    parent.trace_state().clone(),
-                );
+                let state = parent.trace_state().clone();
+                open.context = SpanContext::new(parent.trace_id(), span_id, parent.trace_flags(), false, state);
             }
             None => {
-                open.attributes.reserve_exact(attrs.fields().len());
-                attrs.record(&mut Fields { span: &mut open, max: self.max_attributes, replace: false });
-                open.context = SpanContext::new(
-                    opentelemetry::trace::TraceId::INVALID,
-                    self.ids.new_span_id(),
-                    TraceFlags::default(),
-                    false,
-                    Default::default(),
-                );
+                let invalid = opentelemetry::trace::TraceId::INVALID;
+                open.context = SpanContext::new(invalid, span_id, TraceFlags::default(), false, Default::default());
                 self.sample(&mut open, None);
             }
         }
