@@ -22,8 +22,6 @@ use opentelemetry_otlp::WithExportConfig as _;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{BatchSpanProcessor, Config, SpanProcessor as _};
-use tracing_subscriber::filter::Targets;
-use tracing_subscriber::layer::SubscriberExt as _;
 
 /// The generic OTLP endpoint variable (`/v1/traces` and `/v1/metrics` are appended).
 pub const ENDPOINT_VAR: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
@@ -83,6 +81,7 @@ impl ExportConfig {
 #[derive(Default)]
 pub struct Telemetry {
     spans: Option<Arc<BatchSpanProcessor>>,
+    pause: Option<spans::Pause>,
     meter: Option<SdkMeterProvider>,
 }
 
@@ -134,12 +133,9 @@ impl Telemetry {
             let mut processor = BatchSpanProcessor::builder(Background(exporter)).build();
             processor.set_resource(&resource);
             let processor = Arc::new(processor);
-            // One global filter: only `codemode` spans (and no event, as every measurement goes to the sink) reach
-            // the layer; the callsites of the libraries underneath stay disabled.
-            let targets = Targets::new().with_target(codemode_telemetry::otel::TARGET, tracing::Level::TRACE);
-            let subscriber = tracing_subscriber::registry()
-                .with(targets)
-                .with(spans::SpanLayer::new(processor.clone(), Config::default()));
+            // Only `codemode` spans are enabled; the callsites of the libraries underneath stay disabled.
+            let subscriber = spans::Spans::new(processor.clone(), Config::default());
+            telemetry.pause = Some(subscriber.pause());
             tracing::subscriber::set_global_default(subscriber).map_err(|e| TelemetryError(e.to_string()))?;
             opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
             telemetry.spans = Some(processor);
@@ -171,6 +167,16 @@ impl Telemetry {
     /// Whether spans are exported.
     pub fn traces(&self) -> bool {
         self.spans.is_some()
+    }
+
+    /// Pauses (`true`) or resumes export: while paused, every `codemode` span is disabled at its call site and no
+    /// measurement reaches the metrics sink, as in a process without export; what was recorded before is still
+    /// exported. The telemetry benches compare the two states in one process with it.
+    pub fn pause(&self, paused: bool) {
+        if let Some(pause) = &self.pause {
+            pause.set(paused);
+        }
+        codemode_telemetry::otel::pause(paused);
     }
 
     /// Exports what is still buffered and stops the exporters; call it outside any async runtime, as the process
@@ -410,23 +416,29 @@ impl codemode_telemetry::otel::Metrics for OtelMetrics {
                 KeyValue::new(attr::REPLAYED, replayed),
             ]
         };
-        let mut bound = self.bound.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let slot = CallSet::slot(status, replayed).filter(|_| bound.contains_key(tool) || bound.len() < BOUND_TOOLS);
-        let Some(slot) = slot else {
-            drop(bound);
-            let attributes = attributes();
+        let record = |slots: &mut [Option<BoundCall>; CallSet::SLOTS], slot: usize| {
+            let call =
+                slots[slot].get_or_insert_with(|| BoundCall { duration: None, calls: self.calls.bind(&attributes()) });
             if let Some(seconds) = seconds {
-                self.call_duration.record(seconds, &attributes);
+                call.duration.get_or_insert_with(|| self.call_duration.bind(&attributes())).record(seconds);
             }
-            self.calls.add(1, &attributes);
-            return;
+            call.calls.add(1);
         };
-        let call = bound.entry(tool.to_owned()).or_default()[slot]
-            .get_or_insert_with(|| BoundCall { duration: None, calls: self.calls.bind(&attributes()) });
-        if let Some(seconds) = seconds {
-            call.duration.get_or_insert_with(|| self.call_duration.bind(&attributes())).record(seconds);
+        if let Some(slot) = CallSet::slot(status, replayed) {
+            let mut bound = self.bound.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            // A tool seen before is looked up once, and its name not copied.
+            if let Some(slots) = bound.get_mut(tool) {
+                return record(slots, slot);
+            }
+            if bound.len() < BOUND_TOOLS {
+                return record(bound.entry(tool.to_owned()).or_default(), slot);
+            }
         }
-        call.calls.add(1);
+        let attributes = attributes();
+        if let Some(seconds) = seconds {
+            self.call_duration.record(seconds, &attributes);
+        }
+        self.calls.add(1, &attributes);
     }
 
     fn replay(&self) {

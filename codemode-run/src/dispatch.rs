@@ -288,9 +288,16 @@ pub(crate) fn dispatch(
     };
     // A host that answers at once (a cache, a stub, an in-process tool) is settled here, without a task and the
     // thread hops it costs; anything else goes on running in a task.
-    let trace = trace.take();
-    let span = trace.as_ref().map_or_else(tracing::Span::none, crate::trace::CallTrace::span);
+    // The span moves into the future while it is polled here, and back (or a clone, if it goes on in a task) before
+    // the call is recorded: no clone for a call that answers at once.
+    let mut trace = trace.take();
+    let span = trace.as_mut().map_or_else(tracing::Span::none, crate::trace::CallTrace::take_span);
     let mut future = Box::pin(tracing::Instrument::instrument(future, span));
+    let put_back = |trace: &mut Option<crate::trace::CallTrace>, span: tracing::Span| {
+        if let Some(trace) = trace.as_mut() {
+            trace.put_span(span);
+        }
+    };
     let in_task = |future, trace: Option<crate::trace::CallTrace>| async move {
         let value = future.await;
         if let Some(trace) = trace {
@@ -300,6 +307,7 @@ pub(crate) fn dispatch(
     };
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     let handle = if asks {
+        put_back(&mut trace, future.span().clone());
         Some(parts.in_flight.spawn(in_task(future, trace)))
     } else {
         // A host that panics on this first poll fails the call as it would in a task, not the run.
@@ -308,16 +316,22 @@ pub(crate) fn dispatch(
                 if let Some(effect) = parts.effects.get_mut(&id) {
                     effect.status = crate::machine::effect_status(&value);
                 }
+                let mut future = std::pin::Pin::into_inner(future);
+                put_back(&mut trace, std::mem::replace(future.span_mut(), tracing::Span::none()));
                 if let Some(settled) = trace.and_then(|trace| trace.settled_later(&value)) {
                     parts.settled.push(settled);
                 }
                 parts.ready.push(Settlement { id, value });
                 // The finished future is dropped outside its span: dropping `Instrumented` would enter it again.
-                drop(std::pin::Pin::into_inner(future).into_inner());
+                drop(future.into_inner());
                 None
             }
-            Ok(std::task::Poll::Pending) => Some(parts.in_flight.spawn(in_task(future, trace))),
+            Ok(std::task::Poll::Pending) => {
+                put_back(&mut trace, future.span().clone());
+                Some(parts.in_flight.spawn(in_task(future, trace)))
+            }
             Err(_) => {
+                put_back(&mut trace, std::mem::replace(future.span_mut(), tracing::Span::none()));
                 parts.host_failed.insert(id);
                 parts.ready.push(crate::machine::host_failure(id));
                 None

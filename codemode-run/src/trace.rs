@@ -184,7 +184,7 @@ pub(crate) fn settled(
         return;
     }
     let seconds = started.map(|started| started.elapsed().as_secs_f64());
-    record(span, call, Outcome::of(value, call.write), replayed, seconds, redactor);
+    record(span, &call.tool, Outcome::of(value, call.write), replayed, seconds, redactor);
 }
 
 /// What a settlement says about its call, for the call's span and metrics.
@@ -212,8 +212,8 @@ impl Outcome {
     }
 }
 
-/// Records `outcome` on a call's span and in the call metrics.
-fn record(span: &Span, call: &CallName, outcome: Outcome, replayed: bool, seconds: Option<f64>, redactor: &Redactor) {
+/// Records `outcome` on the span of a call of `tool` and in the call metrics.
+fn record(span: &Span, tool: &str, outcome: Outcome, replayed: bool, seconds: Option<f64>, redactor: &Redactor) {
     if let Some((kind, message)) = &outcome.error {
         error(span, kind, message, redactor);
     }
@@ -221,7 +221,7 @@ fn record(span: &Span, call: &CallName, outcome: Outcome, replayed: bool, second
     if let Some(effect) = outcome.effect {
         span.record("codemode.effect_status", effect);
     }
-    otel::record_call(&call.tool, outcome.status, replayed, seconds);
+    otel::record_call(tool, outcome.status, replayed, seconds);
 }
 
 /// Records an error on a span: `error.type`, the ERROR status and the message, redacted with the engine's
@@ -253,28 +253,41 @@ fn tool_error_text(value: &Value) -> Option<String> {
 /// run timed out, was aborted or cancelled), an `aborted` error.
 pub(crate) struct CallTrace {
     span: Span,
-    /// The call and the engine's redactor, kept only when the span is recorded.
-    call: Option<(CallName, Arc<Redactor>)>,
+    /// The call's tool and effect class and the engine's redactor, kept only when the span is recorded.
+    call: Option<(Traced, Arc<Redactor>)>,
     started: Option<Instant>,
+}
+
+/// What recording a call's settlement needs of its [`CallName`].
+struct Traced {
+    tool: String,
+    write: bool,
 }
 
 impl CallTrace {
     /// Follows a nested call's span from now; `call` and `redactor` are kept only when the span is recorded.
     pub(crate) fn new(span: Span, call: &CallName, redactor: &Arc<Redactor>) -> CallTrace {
         let started = started(&span);
-        let call = started.map(|_| (call.clone(), redactor.clone()));
+        let call = started.map(|_| (Traced { tool: call.tool.clone(), write: call.write }, redactor.clone()));
         CallTrace { span, call, started }
     }
 
-    /// The span, to instrument the call's future with.
-    pub(crate) fn span(&self) -> Span {
-        self.span.clone()
+    /// Takes the span out, to instrument the call's future with; [`CallTrace::put_span`] puts it (or a clone)
+    /// back before the call is recorded.
+    pub(crate) fn take_span(&mut self) -> Span {
+        std::mem::replace(&mut self.span, Span::none())
+    }
+
+    /// Puts back the span [`CallTrace::take_span`] took.
+    pub(crate) fn put_span(&mut self, span: Span) {
+        self.span = span;
     }
 
     /// The call settled with `value`.
     pub(crate) fn settled(mut self, value: &SettlementValue) {
         if let Some((call, redactor)) = self.call.take() {
-            settled(&self.span, &call, value, false, self.started, &redactor);
+            let seconds = self.started.map(|started| started.elapsed().as_secs_f64());
+            record(&self.span, &call.tool, Outcome::of(value, call.write), false, seconds, &redactor);
         }
     }
 
@@ -293,7 +306,7 @@ impl CallTrace {
 /// settlement is on its way to the program, while the program goes on. Dropped unrecorded, it records itself.
 pub(crate) struct Settled {
     span: Span,
-    call: CallName,
+    call: Traced,
     redactor: Arc<Redactor>,
     /// `None` once recorded.
     outcome: Option<Outcome>,
@@ -310,7 +323,7 @@ impl Settled {
 impl Drop for Settled {
     fn drop(&mut self) {
         if let Some(outcome) = self.outcome.take() {
-            record(&self.span, &self.call, outcome, false, self.seconds, &self.redactor);
+            record(&self.span, &self.call.tool, outcome, false, self.seconds, &self.redactor);
         }
     }
 }

@@ -9,6 +9,7 @@
 //! Invariant: the source of a program never appears on a span, only [`source_digest`] and its length.
 
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use sha2::{Digest, Sha256};
 
@@ -107,19 +108,33 @@ pub trait Metrics: Send + Sync + 'static {
 
 static METRICS: OnceLock<Box<dyn Metrics>> = OnceLock::new();
 
+/// Set while the installed sink is paused ([`pause`]).
+static PAUSED: AtomicBool = AtomicBool::new(false);
+
 /// Installs the process's metrics sink; `false` (and `sink` dropped) when one is installed already.
 pub fn set_metrics(sink: Box<dyn Metrics>) -> bool {
     METRICS.set(sink).is_ok()
 }
 
-/// Whether a metrics sink is installed: measurements are then taken even when no span is recorded.
+/// Whether a metrics sink is installed and not paused: measurements are then taken even when no span is recorded.
 pub fn metrics_installed() -> bool {
-    METRICS.get().is_some()
+    sink().is_some()
+}
+
+/// Pauses (`true`) or resumes the installed sink: while paused, measurements are taken and recorded as in a process
+/// with none.
+pub fn pause(paused: bool) {
+    PAUSED.store(paused, Ordering::Relaxed);
+}
+
+/// The installed sink, unless paused.
+fn sink() -> Option<&'static dyn Metrics> {
+    METRICS.get().filter(|_| !PAUSED.load(Ordering::Relaxed)).map(Box::as_ref)
 }
 
 /// Records an `exec`/`wait`'s end (see [`Metrics::exec`]).
 pub fn record_exec(tool: &'static str, status: &'static str, seconds: f64) {
-    match METRICS.get() {
+    match sink() {
         Some(sink) => sink.exec(tool, status, seconds),
         None => tracing::event!(
             target: TARGET,
@@ -133,7 +148,7 @@ pub fn record_exec(tool: &'static str, status: &'static str, seconds: f64) {
 
 /// Records a nested call's settlement (see [`Metrics::call`]).
 pub fn record_call(tool: &str, status: &'static str, replayed: bool, seconds: Option<f64>) {
-    match (METRICS.get(), seconds) {
+    match (sink(), seconds) {
         (Some(sink), _) => sink.call(tool, status, replayed, seconds),
         (None, Some(seconds)) => tracing::event!(
             target: TARGET,
@@ -157,7 +172,7 @@ pub fn record_call(tool: &str, status: &'static str, replayed: bool, seconds: Op
 
 /// Records a resume by replay (see [`Metrics::replay`]).
 pub fn record_replay() {
-    match METRICS.get() {
+    match sink() {
         Some(sink) => sink.replay(),
         None => tracing::event!(target: TARGET, tracing::Level::INFO, monotonic_counter.codemode.replays = 1_u64),
     }
@@ -165,7 +180,7 @@ pub fn record_replay() {
 
 /// Records an upstream `tools/call` (see [`Metrics::mcp_client`]).
 pub fn record_mcp_client(tool: &str, error_type: Option<&str>, seconds: f64) {
-    match METRICS.get() {
+    match sink() {
         Some(sink) => sink.mcp_client(tool, error_type, seconds),
         None => tracing::event!(
             target: TARGET,
@@ -180,7 +195,7 @@ pub fn record_mcp_client(tool: &str, error_type: Option<&str>, seconds: f64) {
 
 /// Records a `tools/call` the gateway answered (see [`Metrics::mcp_server`]).
 pub fn record_mcp_server(tool: &str, error_type: Option<&str>, seconds: f64) {
-    match METRICS.get() {
+    match sink() {
         Some(sink) => sink.mcp_server(tool, error_type, seconds),
         None => tracing::event!(
             target: TARGET,
