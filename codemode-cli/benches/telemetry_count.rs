@@ -16,6 +16,12 @@
 //! Wall clock: `cargo bench -p codemode-cli --bench telemetry_count -- pairs 8` runs 8 rounds, each a process with
 //! export off and one with it on (in turns first), 100 cells each after one untimed, 60 ms apart as in
 //! `benches/telemetry.rs`, and prints each process's median and mean cell, and the means of both over the rounds.
+//!
+//! Interleaved: `cargo bench -p codemode-cli --bench telemetry_count -- interleaved 150` runs 150 pairs of cells in
+//! one process with export installed, one cell of each pair with export paused (`Telemetry::pause`: every span and
+//! measurement off, as in a process without export) and one exporting, in turns first, so that both states meet the
+//! same process and the same moments of the machine; it prints each state's median and mean and the median of the
+//! pairs' changes.
 
 #[path = "support/otlp_cell.rs"]
 mod otlp_cell;

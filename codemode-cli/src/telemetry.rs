@@ -1,5 +1,5 @@
 //! Process-level OpenTelemetry export: when an OTLP endpoint is configured (the standard `OTEL_EXPORTER_OTLP_*`
-//! variables, or the gateway's `[telemetry] otlp_endpoint`), the `codemode` spans go through this crate's span layer
+//! variables, or the gateway's `[telemetry] otlp_endpoint`), the `codemode` spans go through this crate's span subscriber
 //! ([`spans`]) to the SDK's batch span processor, the measurements straight into the SDK's instruments (the
 //! `codemode_telemetry::otel` metrics sink) and its periodic metric reader, and out over OTLP http/protobuf;
 //! [`Telemetry::shutdown`] flushes both when the process ends. It also holds the W3C trace-context helpers the
@@ -158,7 +158,7 @@ impl Telemetry {
             codemode_telemetry::otel::set_metrics(Box::new(OtelMetrics::new(&provider)));
             telemetry.meter = Some(provider);
         } else {
-            // Not exported: dropped, and never `tracing` events the span layer would attach to spans.
+            // Not exported: dropped, and never `tracing` events (the span subscriber takes none).
             codemode_telemetry::otel::set_metrics(Box::new(NoMetrics));
         }
         Ok(telemetry)
