@@ -265,6 +265,35 @@ fn joined(operation: &str, name: &str) -> String {
 mod tests {
     use super::*;
 
+    /// Counts the nested calls it is given.
+    struct Count(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+    impl Metrics for Count {
+        fn exec(&self, _: &'static str, _: &'static str, _: f64) {}
+        fn call(&self, _: &str, _: &'static str, _: bool, _: Option<f64>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+        fn replay(&self) {}
+        fn mcp_client(&self, _: &str, _: Option<&str>, _: f64) {}
+        fn mcp_server(&self, _: &str, _: Option<&str>, _: f64) {}
+    }
+
+    // The only test of this binary that installs the process's sink.
+    #[test]
+    fn a_paused_sink_is_as_none_and_takes_measurements_again_when_resumed() {
+        let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        assert!(set_metrics(Box::new(Count(calls.clone()))));
+        assert!(metrics_installed());
+        record_call("echo", "ok", false, Some(0.1));
+        pause(true);
+        assert!(!metrics_installed());
+        record_call("echo", "ok", false, Some(0.1));
+        pause(false);
+        assert!(metrics_installed());
+        record_call("echo", "ok", false, None);
+        assert_eq!(calls.load(Ordering::Relaxed), 2, "the call made while paused is not recorded");
+    }
+
     #[test]
     fn the_digest_is_sha256_hex() {
         assert_eq!(source_digest(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
