@@ -60,6 +60,9 @@ pub struct Inner {
     pub tools_digest: String,
     /// Whether a parked run drops its worker, so every `wait` resumes by replay.
     pub replay_on_resume: bool,
+    /// The places for parked runs that keep their worker process (a worker holds its engine's memory until the
+    /// live window ends); a run parking when none is free stops its worker and resumes by replay. `None`: no cap.
+    pub live_places: Option<Arc<tokio::sync::Semaphore>>,
     /// Oversized final values kept for `results.load`; shared by the engine's per-run catalogs.
     pub results: Arc<ResultStore>,
     /// The clock of deadlines, park times and the guest's virtual clock.

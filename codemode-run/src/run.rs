@@ -74,6 +74,9 @@ pub struct LiveRun {
     kept_alive: Option<Arc<tokio::sync::Notify>>,
     /// The contract digest of each catalog tool the run called, by callable name, kept with the checkpoint.
     tool_contracts: BTreeMap<String, String>,
+    /// While the run is parked with its worker: its place among the parked runs that may keep one
+    /// ([`Inner::live_places`]); given back when the worker goes or the run resumes, ends or is dropped.
+    live_place: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 /// A decision on a call's approval, sent by the call's task to its run before the task ends.
@@ -312,6 +315,7 @@ async fn exec_run(inner: Arc<Inner>, input: ExecInput, scope: RunScope, options:
         settled: Vec::new(),
         kept_alive: None,
         tool_contracts: BTreeMap::new(),
+        live_place: None,
     };
     crate::trace::record_run_id(&run.run_id);
     // The run takes a place under the cap of suspended runs only when it first dispatches host work.
@@ -500,7 +504,18 @@ async fn park(inner: Arc<Inner>, mut run: LiveRun, slot: Option<Slot<LiveRun>>, 
     let run_id = run.run_id.clone();
     let replay_safe = machine.replay_safe;
     checkpoint.output_budget = machine.budget.clone();
-    if inner.replay_on_resume {
+    // The run keeps its worker while parked only if one of the live places is free (with a cap on them): the
+    // memory of parked workers is bounded by the cap, not only by the live window.
+    let live_place = match &inner.live_places {
+        _ if inner.replay_on_resume || run.worker.is_none() => None,
+        None => Some(None),
+        Some(places) => places.clone().try_acquire_owned().ok().map(Some),
+    };
+    if let Some(place) = live_place {
+        // The parked run keeps its worker: the pool starts a replacement unless the run is back soon.
+        run.live_place = place;
+        inner.pool.replenish_after(REPLENISH_AFTER_PARK);
+    } else {
         // Keep the host work, drop the engine: the next wait replays the journal in a fresh context. A worker at a
         // quiescent point is told to drop the cell's context and build its next one, and goes back to the pool (a
         // process start and its prelude compile cost milliseconds of CPU, on a core the next cells need); any
@@ -514,9 +529,6 @@ async fn park(inner: Arc<Inner>, mut run: LiveRun, slot: Option<Slot<LiveRun>>, 
             _ => inner.pool.replenish(),
         }
         run.machine.detach_cell();
-    } else {
-        // The parked run keeps its worker: the pool starts a replacement unless the run is back soon.
-        inner.pool.replenish_after(REPLENISH_AFTER_PARK);
     }
     let limits = inner.limits.clone();
     match inner.runs.park(slot, checkpoint, Some(run), &limits).await {
@@ -559,6 +571,7 @@ pub fn start_sweeper(inner: &Arc<Inner>, live_window: Duration) {
                 .runs
                 .sweep(live_window, |run: &mut LiveRun| {
                     run.machine.detach_cell();
+                    run.live_place = None;
                     run.worker.take()
                 })
                 .await;
@@ -652,6 +665,8 @@ async fn wait_run(
     let mut run = match resumed.live {
         Some(mut run) => {
             run.approvals.options = options;
+            // Running again, the run no longer counts among the parked runs that keep a worker.
+            run.live_place = None;
             run
         }
         None => {
@@ -679,6 +694,7 @@ async fn wait_run(
                 settled: Vec::new(),
                 kept_alive: None,
                 tool_contracts: checkpoint.tool_contracts.clone(),
+                live_place: None,
             }
         }
     };
@@ -1006,7 +1022,7 @@ async fn drive_commands(inner: &Arc<Inner>, run: &mut LiveRun, slot: &mut Option
                     continue;
                 }
                 if slot.is_none() {
-                    match inner.runs.reserve() {
+                    match inner.runs.reserve_for(&run.owner) {
                         Ok(reserved) => *slot = Some(reserved),
                         Err(e) => {
                             let (code, message) = (e.code(), e.to_string());

@@ -14,6 +14,18 @@ pub enum StoreError {
     /// Stored runs plus reservations reached the process-wide cap.
     #[error("too many suspended code mode runs.")]
     TooManyRuns,
+    /// The owner (the gateway's principal) holds its whole share of the places under the cap.
+    #[error(
+        "too many suspended code mode runs for this principal: it holds {share}, its share (max_suspended_runs) of \
+         the {cap} places; finish its waiting runs with wait (or let them expire) before starting another that \
+         suspends"
+    )]
+    TooManyRunsForOwner {
+        /// The places one owner may hold.
+        share: usize,
+        /// The process-wide cap the share is taken from.
+        cap: usize,
+    },
     /// The run id is unknown, expired, already resumed, aborted or malformed.
     #[error("code mode run is unavailable or expired.")]
     Unavailable,
@@ -139,6 +151,7 @@ impl StoreError {
     pub fn code(&self) -> ErrorCode {
         match self {
             StoreError::TooManyRuns
+            | StoreError::TooManyRunsForOwner { .. }
             | StoreError::Unavailable
             | StoreError::DifferentAgentRun
             | StoreError::DifferentSession

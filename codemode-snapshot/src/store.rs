@@ -2,7 +2,8 @@
 //! one-resume-in-flight rule, written through to a [`FleetBackend`] (this process, a folder, or a database that
 //! several replicas share).
 //!
-//! Invariants: stored runs + runs being resumed + reservations never exceed the cap at `reserve` time; a run is in
+//! Invariants: stored runs + runs being resumed + reservations never exceed the cap at `reserve` time, nor, with an
+//! owner share, those of one owner (its run scope: the session, or the gateway's principal) its share; a run is in
 //! at most one of "parked" and "resuming"; `begin_resume` claims the durable copy (one holder at a time across every
 //! process sharing the backend) and a park writes only over the generation it claimed, so each checkpoint is
 //! resumed at most once. The lock is never held across backend I/O or while a live attachment is dropped.
@@ -47,9 +48,19 @@ struct Inner<L> {
 
 struct State<L> {
     parked: HashMap<String, Parked<L>>,
-    /// Runs being resumed, with whether they were aborted meanwhile.
-    resuming: HashMap<String, bool>,
+    /// Runs being resumed.
+    resuming: HashMap<String, Resuming>,
     reservations: usize,
+    /// Reservations by owner (scope key), for the owner share.
+    reserved_by: HashMap<String, usize>,
+    /// The places one owner may hold ([`RunStore::set_owner_share`]); `None`: any number up to the cap.
+    owner_share: Option<usize>,
+}
+
+/// A run being resumed: whether it was aborted meanwhile, and whose it is (scope key).
+struct Resuming {
+    aborted: bool,
+    owner: String,
 }
 
 struct Parked<L> {
@@ -69,6 +80,17 @@ impl<L> Inner<L> {
 impl<L> State<L> {
     fn occupied(&self) -> usize {
         self.parked.len() + self.resuming.len() + self.reservations
+    }
+
+    /// The places `owner` (a scope key) holds: its parked runs, its runs being resumed and its reservations.
+    fn occupied_by(&self, owner: &str) -> usize {
+        let parked = self.parked.values().filter(|p| scope_of(&p.checkpoint.owner) == owner).count();
+        let resuming = self.resuming.values().filter(|r| r.owner == owner).count();
+        parked + resuming + self.reserved_by.get(owner).copied().unwrap_or(0)
+    }
+
+    fn is_aborted(&self, run_id: &str) -> bool {
+        self.resuming.get(run_id).is_some_and(|r| r.aborted)
     }
 
     /// Removes runs expired at `now`, returning them (to be dropped and deleted outside the lock).
@@ -91,7 +113,8 @@ pub struct Slot<L> {
 }
 
 enum SlotKind {
-    Reserved,
+    /// A reservation of the owner with this scope key.
+    Reserved(String),
     /// A run being resumed: its id, the generation claimed (what its next park must write over), when it first
     /// parked, and whether the backend claim is held (so dropping the slot finishes the run there).
     Resuming {
@@ -121,8 +144,14 @@ impl<L> Slot<L> {
             renewal.abort();
         }
         match std::mem::replace(&mut self.kind, SlotKind::Spent) {
-            SlotKind::Reserved => {
+            SlotKind::Reserved(owner) => {
                 state.reservations = state.reservations.saturating_sub(1);
+                if let Some(n) = state.reserved_by.get_mut(&owner) {
+                    *n -= 1;
+                    if *n == 0 {
+                        state.reserved_by.remove(&owner);
+                    }
+                }
                 None
             }
             SlotKind::Resuming { run_id, claimed, .. } => {
@@ -211,7 +240,13 @@ impl<L: Send + 'static> RunStore<L> {
     /// A store over a fleet backend (shared with other processes or not), capped at `max_runs` runs in this
     /// process.
     pub fn fleet(backend: Arc<dyn FleetBackend>, clock: Arc<dyn Clock>, max_runs: usize) -> Self {
-        let state = State { parked: HashMap::new(), resuming: HashMap::new(), reservations: 0 };
+        let state = State {
+            parked: HashMap::new(),
+            resuming: HashMap::new(),
+            reservations: 0,
+            reserved_by: HashMap::new(),
+            owner_share: None,
+        };
         let holder = format!("{}:{}", std::process::id(), uuid::Uuid::new_v4().simple());
         RunStore { inner: Arc::new(Inner { state: Mutex::new(state), backend, holder, clock, max_runs }) }
     }
@@ -236,6 +271,18 @@ impl<L: Send + 'static> RunStore<L> {
         self.inner.max_runs
     }
 
+    /// Gives each owner (run scope: the session, or the gateway's authenticated principal) at most `share` of the
+    /// places under the cap, so that one owner cannot take them all; `None` (the default) lets any owner take up to
+    /// the cap. Runs already held are kept; the share applies to the next [`reserve_for`](Self::reserve_for).
+    pub fn set_owner_share(&self, share: Option<usize>) {
+        self.inner.lock().owner_share = share;
+    }
+
+    /// The places one owner may hold, if the store shares them out.
+    pub fn owner_share(&self) -> Option<usize> {
+        self.inner.lock().owner_share
+    }
+
     /// Deletes expired checkpoints from the backend; call it once at start. Files that cannot be decoded or opened
     /// with the configured state keys are left in place.
     /// Returns how many were deleted.
@@ -247,21 +294,39 @@ impl<L: Send + 'static> RunStore<L> {
         Ok(self.inner.backend.sweep(self.inner.clock.now_ms()).await?.len())
     }
 
-    /// Reserves a place for a run that may park; the reference reserves when the first bridge call is dispatched.
+    /// Reserves a place for a run without an owner (no session) that may park; see
+    /// [`reserve_for`](Self::reserve_for).
+    ///
+    /// # Errors
+    ///
+    /// As [`reserve_for`](Self::reserve_for).
+    pub fn reserve(&self) -> Result<Slot<L>, StoreError> {
+        self.reserve_for(&RunOwner::default())
+    }
+
+    /// Reserves a place for a run of `owner` that may park; the reference reserves when the first bridge call is
+    /// dispatched.
     ///
     /// # Errors
     ///
     /// `TooManyRuns` (`too many suspended code mode runs.`) when stored runs, runs being resumed and reservations
-    /// reach the cap.
-    pub fn reserve(&self) -> Result<Slot<L>, StoreError> {
+    /// reach the cap; `TooManyRunsForOwner` when, with an owner share, the owner's own reach its share (checked
+    /// first, so an owner over its share is told so even when the store is also full).
+    pub fn reserve_for(&self, owner: &RunOwner) -> Result<Slot<L>, StoreError> {
         let now = self.inner.clock.now_ms();
+        let owner = scope_of(owner);
         let mut state = self.inner.lock();
         let expired = state.take_expired(now);
-        let result = if state.occupied() >= self.inner.max_runs {
-            Err(StoreError::TooManyRuns)
-        } else {
-            state.reservations += 1;
-            Ok(Slot { inner: Arc::clone(&self.inner), kind: SlotKind::Reserved, renewal: None })
+        let result = match state.owner_share {
+            Some(share) if state.occupied_by(owner) >= share => {
+                Err(StoreError::TooManyRunsForOwner { share, cap: self.inner.max_runs })
+            }
+            _ if state.occupied() >= self.inner.max_runs => Err(StoreError::TooManyRuns),
+            _ => {
+                state.reservations += 1;
+                *state.reserved_by.entry(owner.to_owned()).or_insert(0) += 1;
+                Ok(Slot { inner: Arc::clone(&self.inner), kind: SlotKind::Reserved(owner.to_owned()), renewal: None })
+            }
         };
         drop(state);
         self.discard(expired);
@@ -339,7 +404,7 @@ impl<L: Send + 'static> RunStore<L> {
         now: u64,
     ) -> Result<(), Option<L>> {
         let mut state = self.inner.lock();
-        if matches!(&slot.kind, SlotKind::Resuming { run_id: id, .. } if state.resuming.get(id) == Some(&true)) {
+        if matches!(&slot.kind, SlotKind::Resuming { run_id: id, .. } if state.is_aborted(id)) {
             slot.spend(&mut state);
             return Err(live);
         }
@@ -495,7 +560,7 @@ impl<L: Send + 'static> RunStore<L> {
             }
         };
         if result.is_ok() {
-            state.resuming.insert(run_id.to_owned(), false);
+            state.resuming.insert(run_id.to_owned(), Resuming { aborted: false, owner: scope_of(caller).to_owned() });
         }
         drop(state);
         self.discard(expired);
@@ -568,8 +633,8 @@ impl<L: Send + 'static> RunStore<L> {
         let mut state = self.inner.lock();
         if let Some(parked) = state.parked.remove(run_id) {
             AbortOutcome::Parked { live: parked.live }
-        } else if let Some(aborted) = state.resuming.get_mut(run_id) {
-            *aborted = true;
+        } else if let Some(resuming) = state.resuming.get_mut(run_id) {
+            resuming.aborted = true;
             AbortOutcome::Resuming
         } else {
             AbortOutcome::Unknown
@@ -632,7 +697,7 @@ impl<L: Send + 'static> RunStore<L> {
     /// Whether the run behind `slot` was aborted while being resumed.
     pub fn aborted(&self, slot: &Slot<L>) -> bool {
         match &slot.kind {
-            SlotKind::Resuming { run_id, .. } => self.inner.lock().resuming.get(run_id) == Some(&true),
+            SlotKind::Resuming { run_id, .. } => self.inner.lock().is_aborted(run_id),
             _ => false,
         }
     }
@@ -679,6 +744,11 @@ impl<L: Send + 'static> RunStore<L> {
             self.inner.backend.delete_detached(run.run_id);
         }
     }
+}
+
+/// The scope key of `owner` (what [`RunOwner::scope_key`] returns), borrowed.
+fn scope_of(owner: &RunOwner) -> &str {
+    owner.session_id.as_deref().unwrap_or("")
 }
 
 /// A claim of `run_id` that hands back another run's checkpoint is refused: whatever the backend, a run never

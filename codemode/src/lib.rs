@@ -132,6 +132,8 @@ pub struct CodeModeBuilder {
     confinement: Confinement,
     replay_on_resume: bool,
     live_window: Option<Duration>,
+    max_live_parked: Option<usize>,
+    max_suspended_runs_per_owner: Option<usize>,
     allow_slow_strings: bool,
     host_journal_bytes: Option<u64>,
     progress: Option<ProgressHook>,
@@ -311,6 +313,25 @@ impl CodeModeBuilder {
         self
     }
 
+    /// How many parked runs may keep their live worker at once (default: no cap, the live window alone bounds
+    /// them). A run that parks when that many hold one stops its worker at once and its next `wait` resumes it by
+    /// replay, so the memory parked workers hold is bounded (a worker holds its engine's heap, up to
+    /// `memoryLimitBytes`). 0 keeps none, as [`replay_on_resume`](Self::replay_on_resume) does.
+    pub fn max_live_parked(mut self, runs: usize) -> Self {
+        self.max_live_parked = Some(runs);
+        self
+    }
+
+    /// Gives each owner (a run scope's session id: the gateway's principal with `[auth]`) at most `runs` of the 64
+    /// places for suspended runs, so that one owner cannot take them all (default: none, as the reference: any
+    /// owner may take every place). An owner over its share has its run fail at its first tool call with
+    /// `invalid_input`, `too many suspended code mode runs for this principal: ...`; nothing of another owner's is
+    /// touched.
+    pub fn max_suspended_runs_per_owner(mut self, runs: usize) -> Self {
+        self.max_suspended_runs_per_owner = Some(runs);
+        self
+    }
+
     /// Bytes of journal (the tool replies a run has received, kept for replay) that all of this engine's live runs
     /// may hold together (default 256 MiB); each run also stops at its own `maxSnapshotBytes`. A run whose
     /// replies would pass either cap fails with `snapshot_limit_exceeded`. A gateway serves every session from one
@@ -374,6 +395,7 @@ impl CodeModeBuilder {
             (None, None) => Arc::new(LocalFleet::memory()),
         };
         let runs = RunStore::fleet(store.clone(), clock.clone(), DEFAULT_MAX_SUSPENDED_RUNS);
+        runs.set_owner_share(self.max_suspended_runs_per_owner);
         let sessions = SessionStore::new(store.clone());
         let results =
             if shared { codemode_run::ResultStore::shared(store) } else { codemode_run::ResultStore::default() };
@@ -387,6 +409,7 @@ impl CodeModeBuilder {
             sessions,
             tools_digest,
             replay_on_resume: self.replay_on_resume,
+            live_places: self.max_live_parked.map(|n| Arc::new(tokio::sync::Semaphore::new(n))),
             results: Arc::new(results),
             clock,
             entropy: Arc::new(codemode_run::OsEntropy),
@@ -842,6 +865,7 @@ fn derived(base: &Inner, catalog: Catalog, pool: Arc<WorkerPool>) -> Inner {
         runs: base.runs.clone(),
         sessions: base.sessions.clone(),
         replay_on_resume: base.replay_on_resume,
+        live_places: base.live_places.clone(),
         results: base.results.clone(),
         clock: base.clock.clone(),
         entropy: base.entropy.clone(),

@@ -75,9 +75,9 @@ pub fn fixture() -> Fixture {
 impl Fixture {
     /// Parks a fresh run owned by `owner` with a live attachment; returns its id.
     pub fn park(&self, owner: RunOwner, live: &Arc<()>) -> String {
+        let slot = self.store.reserve_for(&owner).expect("under the cap");
         let cp = checkpoint(owner, 3);
         let id = cp.run_id.clone();
-        let slot = self.store.reserve().expect("under the cap");
         ready(self.store.park(slot, cp, Some(Live(live.clone())), &self.limits)).expect("parks");
         id
     }

@@ -32,6 +32,42 @@ fn cap_of_64_counts_reservations_and_parked_runs() {
 }
 
 #[test]
+fn an_owner_share_leaves_places_for_other_owners_and_counts_each_owners_own() {
+    let f = fixture();
+    f.store.set_owner_share(Some(3));
+    let live = Arc::new(());
+    // Alice holds her share: two parked runs and a reservation.
+    let parked = [f.park(owner("alice", "r"), &live), f.park(owner("alice", "r"), &live)];
+    let reserved = f.store.reserve_for(&owner("alice", "r")).expect("a third place");
+    let err = f.store.reserve_for(&owner("alice", "other-turn")).err().expect("over her share");
+    assert_eq!(
+        err.to_string(),
+        "too many suspended code mode runs for this principal: it holds 3, its share (max_suspended_runs) of the 64 \
+         places; finish its waiting runs with wait (or let them expire) before starting another that suspends"
+    );
+    assert_eq!(err.code(), ErrorCode::InvalidInput);
+    // Bob still gets places, and nothing of alice's was touched.
+    f.park(owner("bob", "r"), &live);
+    assert!(f.store.reserve_for(&owner("bob", "r")).is_ok());
+    assert_eq!((f.store.len(), f.store.occupied()), (3, 4));
+
+    // A run being resumed still counts as hers; a finished one gives her place back.
+    let resumed = ready(f.store.begin_resume(&parked[0], &owner("alice", "r"))).expect("resumes");
+    assert!(matches!(f.store.reserve_for(&owner("alice", "r")), Err(StoreError::TooManyRunsForOwner { .. })));
+    drop(resumed);
+    let again = f.store.reserve_for(&owner("alice", "r")).expect("the finished run's place came back");
+    assert!(matches!(f.store.reserve_for(&owner("alice", "r")), Err(StoreError::TooManyRunsForOwner { .. })));
+    drop((reserved, again));
+
+    // Without a share, one owner may take every place, as the reference's single cap has it.
+    f.store.set_owner_share(None);
+    let all: Vec<_> = (0..62).map(|_| f.store.reserve_for(&owner("alice", "r")).expect("under the cap")).collect();
+    assert_eq!(f.store.occupied(), 64);
+    assert!(matches!(f.store.reserve_for(&owner("bob", "r")), Err(StoreError::TooManyRuns)));
+    drop(all);
+}
+
+#[test]
 fn a_run_being_resumed_keeps_its_place_under_the_cap() {
     let f = fixture();
     let live = Arc::new(());

@@ -141,6 +141,55 @@ async fn a_run_parked_past_its_live_window_gives_its_worker_back_and_resumes_by_
 }
 
 #[tokio::test]
+async fn parked_runs_keep_workers_only_up_to_the_live_cap_and_the_others_resume_by_replay() {
+    let host = Arc::new(TestHost::default());
+    let engine = CodeMode::builder()
+        .limits(Limits { timeout_ms: 2_000, ..Limits::default() })
+        .tools(tools())
+        .host(host.clone())
+        .warm_workers(1)
+        .max_live_parked(1)
+        .build()
+        .expect("the engine builds");
+    let ids: Vec<String> =
+        [exec(&engine, YIELD_PROGRAM).await, exec(&engine, YIELD_PROGRAM).await, exec(&engine, YIELD_PROGRAM).await]
+            .iter()
+            .map(run_id)
+            .collect();
+    assert_eq!((engine.stats().parked_runs, engine.stats().parked_with_worker), (3, 1), "one live place");
+    // The live run resuming frees its place for the next run that parks.
+    let live = wait(&engine, &ids[0]).await;
+    assert_eq!(value(&live)["a"], json!(3));
+    assert_eq!((engine.stats().parked_runs, engine.stats().parked_with_worker), (2, 0));
+    run_id(&exec(&engine, YIELD_PROGRAM).await);
+    assert_eq!((engine.stats().parked_runs, engine.stats().parked_with_worker), (3, 1));
+    for id in &ids[1..] {
+        assert_eq!(value(&wait(&engine, id).await)["a"], json!(3), "resumed by replay");
+    }
+    assert_eq!(host.calls.load(std::sync::atomic::Ordering::SeqCst), 10, "replay never re-executes a tool");
+}
+
+#[tokio::test]
+async fn an_owner_past_its_share_of_suspended_runs_fails_at_its_first_call_and_others_still_park() {
+    let engine = CodeMode::builder()
+        .limits(Limits { timeout_ms: 2_000, ..Limits::default() })
+        .tools(tools())
+        .host(Arc::new(TestHost::default()))
+        .warm_workers(1)
+        .max_suspended_runs_per_owner(1)
+        .build()
+        .expect("the engine builds");
+    let scope = |who: &str| RunScope { session_id: Some(who.to_owned()), ..RunScope::default() };
+    let cell = json!({ "title": "parks", "code": "await yield_control('p'); return 1" });
+    run_id(&engine.exec(cell.clone(), scope("alice")).await);
+    run_id(&engine.exec(cell.clone(), scope("bob")).await);
+    let refused = engine.exec(cell, scope("alice")).await;
+    let (code, message) = failure(&refused);
+    assert_eq!(code, "invalid_input");
+    assert!(message.contains("its share (max_suspended_runs) of the 64 places"), "{message}");
+}
+
+#[tokio::test]
 async fn timers_survive_suspension_and_clear_timeout_cancels() {
     let (engine, _) = engine_with(Limits { timeout_ms: 1_000, ..Limits::default() }, true);
     let code = "const t = setTimeout(() => text('never'), 5000); await yield_control('pause'); clearTimeout(t); \
