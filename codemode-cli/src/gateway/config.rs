@@ -89,7 +89,13 @@ pub struct WorkersConfig {
     /// How many cells compute at once (`max_running` in TOML, `maxRunning` in JSON); the others queue, first in,
     /// first out. `None`: the number of cores. `Some(0)`: no limit.
     pub max_running: Option<usize>,
+    /// How many parked runs keep their worker process at once (`max_live_parked` in TOML, `maxLiveParked` in
+    /// JSON); a run parking past it stops its worker and resumes by replay. `None`: [`DEFAULT_MAX_LIVE_PARKED`].
+    pub max_live_parked: Option<usize>,
 }
+
+/// The default of `[workers] max_live_parked`: 16 parked workers hold about 256 MB (SECURITY.md).
+pub const DEFAULT_MAX_LIVE_PARKED: usize = 16;
 
 /// The `[telemetry]` table: OpenTelemetry export (docs/observability.md), the activity record on results and what
 /// redaction masks besides token shapes (docs/activity.md).
@@ -143,6 +149,40 @@ pub struct AuthSettings {
     /// `requests_per_hour`: the same over an hour (a bucket of that many, refilled evenly over the hour); at most
     /// one of the two is set.
     pub requests_per_hour: Option<u32>,
+    /// What each principal may hold at once, so that none starves another.
+    pub shares: PrincipalShares,
+}
+
+/// What one principal may hold at once with `[auth]`: MCP sessions, suspended runs and finished tasks, each a
+/// bounded share, so that one principal cannot take what every other needs nor grow the gateway without bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PrincipalShares {
+    /// `max_sessions`: MCP sessions (Streamable HTTP) one principal may have open at once.
+    pub max_sessions: u32,
+    /// `session_idle_seconds`: a session with no request in progress for this long is closed (an open `GET`
+    /// stream alone is not activity).
+    pub session_idle_seconds: u64,
+    /// `max_suspended_runs`: the places among the 64 for suspended runs one principal may hold.
+    pub max_suspended_runs: u32,
+    /// `max_finished_tasks`: the finished tasks (results kept for `tasks/get`) one principal may have; past it its
+    /// oldest finished task is dropped.
+    pub max_finished_tasks: u32,
+    /// `max_finished_task_bytes`: the bytes of JSON the finished tasks of one principal may keep; past it its
+    /// oldest finished tasks are dropped (its newest is always kept).
+    pub max_finished_task_bytes: u64,
+}
+
+impl Default for PrincipalShares {
+    /// Sized for a gateway of 2 cores and 4 GB (SECURITY.md, "Shares of a principal").
+    fn default() -> Self {
+        PrincipalShares {
+            max_sessions: 64,
+            session_idle_seconds: 300,
+            max_suspended_runs: 16,
+            max_finished_tasks: 64,
+            max_finished_task_bytes: 16 * 1024 * 1024,
+        }
+    }
 }
 
 /// Where the keys that sign access tokens come from.
@@ -174,7 +214,7 @@ pub struct JwtSettings {
 /// The signature algorithms `[auth] algorithms` may name.
 pub const JWT_ALGORITHMS: [&str; 9] = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA"];
 const DEFAULT_JWT_ALGORITHMS: [&str; 3] = ["RS256", "ES256", "EdDSA"];
-const AUTH_KEYS: [&str; 13] = [
+const AUTH_KEYS: [&str; 18] = [
     "tokens_file",
     "issuers",
     "audience",
@@ -188,6 +228,11 @@ const AUTH_KEYS: [&str; 13] = [
     "max_concurrent_runs",
     "requests_per_minute",
     "requests_per_hour",
+    "max_sessions",
+    "session_idle_seconds",
+    "max_suspended_runs",
+    "max_finished_tasks",
+    "max_finished_task_bytes",
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -410,8 +455,10 @@ impl Checker<'_> {
     }
 
     fn workers(&self, value: &Value) -> Result<WorkersConfig, Error> {
-        let running_key = if self.format == Format::Toml { "max_running" } else { "maxRunning" };
-        let known = [running_key];
+        let toml = self.format == Format::Toml;
+        let running_key = if toml { "max_running" } else { "maxRunning" };
+        let live_key = if toml { "max_live_parked" } else { "maxLiveParked" };
+        let known = [running_key, live_key];
         let Value::Object(map) = value else {
             return Err(self.err("workers", "must be a table", format!("write `[workers]` with `{running_key} = 2`")));
         };
@@ -434,7 +481,20 @@ impl Checker<'_> {
                 }
             },
         };
-        Ok(WorkersConfig { max_running })
+        let max_live_parked = match map.get(live_key) {
+            None => None,
+            Some(v) => match v.as_u64().and_then(|n| usize::try_from(n).ok()).filter(|n| *n <= MAX_RUNNING_CELLS) {
+                Some(n) => Some(n),
+                None => {
+                    return Err(self.err(
+                        &format!("workers.{live_key}"),
+                        format!("must be a whole number from 0 to {MAX_RUNNING_CELLS}, not {v}"),
+                        "write how many parked runs may keep their worker process (0: none, every wait replays)",
+                    ));
+                }
+            },
+        };
+        Ok(WorkersConfig { max_running, max_live_parked })
     }
 
     fn store(&self, value: &Value) -> Result<StoreConfig, Error> {
@@ -859,6 +919,36 @@ impl Checker<'_> {
             max_concurrent_runs: count("max_concurrent_runs")?,
             requests_per_minute,
             requests_per_hour,
+            shares: self.shares(map)?,
+        })
+    }
+
+    /// The shares of `[auth]`: each key within its bounds, the default where absent.
+    fn shares(&self, map: &Map<String, Value>) -> Result<PrincipalShares, Error> {
+        let share = |key: &str, min: u64, max: u64, default: u64| -> Result<u64, Error> {
+            match map.get(key) {
+                None => Ok(default),
+                Some(v) => v.as_u64().filter(|n| (min..=max).contains(n)).ok_or_else(|| {
+                    self.err(
+                        &format!("auth.{key}"),
+                        format!("must be a whole number from {min} to {max}, not {v}"),
+                        format!("write a number in that range, or remove it for the default, {default}"),
+                    )
+                }),
+            }
+        };
+        // Each count's upper bound fits in a u32.
+        let count = |key: &str, max: u32, default: u32| -> Result<u32, Error> {
+            share(key, 1, u64::from(max), u64::from(default)).map(|n| u32::try_from(n).unwrap_or(max))
+        };
+        let defaults = PrincipalShares::default();
+        let cap = u32::try_from(codemode::snapshot::DEFAULT_MAX_SUSPENDED_RUNS).unwrap_or(u32::MAX);
+        Ok(PrincipalShares {
+            max_sessions: count("max_sessions", 100_000, defaults.max_sessions)?,
+            session_idle_seconds: share("session_idle_seconds", 1, 86_400, defaults.session_idle_seconds)?,
+            max_suspended_runs: count("max_suspended_runs", cap, defaults.max_suspended_runs)?,
+            max_finished_tasks: count("max_finished_tasks", 100_000, defaults.max_finished_tasks)?,
+            max_finished_task_bytes: share("max_finished_task_bytes", 1024, 1 << 40, defaults.max_finished_task_bytes)?,
         })
     }
 
@@ -935,6 +1025,55 @@ mod tests {
         assert!(none.policy.is_allow_all(), "no [policy] allows everything, as before");
         let bad = toml_err("[policy]\nwrites = \"sometimes\"\n[servers.fs]\ncommand = \"node\"\n");
         assert!(bad.starts_with("gw.toml: policy.writes: must be"), "{bad}");
+    }
+
+    #[test]
+    fn the_shares_of_a_principal_have_defaults_and_bounds() {
+        let servers = "[servers.a]\ncommand = \"node\"\n";
+        let read = |auth: &str| {
+            GatewayConfig::parse(Path::new("gw.toml"), &format!("[auth]\ntokens_file = \"t.txt\"\n{auth}\n{servers}"))
+        };
+        let shares = read("").unwrap().auth.expect("[auth]").shares;
+        assert_eq!(shares, PrincipalShares::default());
+        assert_eq!(
+            (shares.max_sessions, shares.session_idle_seconds, shares.max_suspended_runs),
+            (64, 300, 16),
+            "the documented defaults"
+        );
+        let set = read(
+            "max_sessions = 2\nsession_idle_seconds = 1\nmax_suspended_runs = 64\nmax_finished_tasks = 3\n\
+             max_finished_task_bytes = 4096\n",
+        )
+        .unwrap()
+        .auth
+        .expect("[auth]")
+        .shares;
+        let expected = PrincipalShares {
+            max_sessions: 2,
+            session_idle_seconds: 1,
+            max_suspended_runs: 64,
+            max_finished_tasks: 3,
+            max_finished_task_bytes: 4096,
+        };
+        assert_eq!(set, expected);
+        let err = read("max_suspended_runs = 65").unwrap_err().to_string();
+        assert!(
+            err.starts_with("gw.toml: auth.max_suspended_runs: must be a whole number from 1 to 64, not 65"),
+            "{err}"
+        );
+        assert!(err.contains("(fix: write a number in that range, or remove it for the default, 16)"), "{err}");
+        let err = read("max_sessions = 0").unwrap_err().to_string();
+        assert!(err.starts_with("gw.toml: auth.max_sessions: must be a whole number from 1 to 100000"), "{err}");
+        let err = read("max_finished_task_bytes = 10").unwrap_err().to_string();
+        assert!(err.starts_with("gw.toml: auth.max_finished_task_bytes: must be a whole number from 1024"), "{err}");
+
+        let workers = |head: &str| GatewayConfig::parse(Path::new("gw.toml"), &format!("{head}{servers}"));
+        assert_eq!(workers("").unwrap().workers.max_live_parked, None, "the gateway's default, 16");
+        assert_eq!(workers("[workers]\nmax_live_parked = 0\n").unwrap().workers.max_live_parked, Some(0));
+        let json = r#"{"mcpServers": {"a": {"command": "x"}}, "workers": {"maxLiveParked": 4}}"#;
+        assert_eq!(GatewayConfig::parse(Path::new("claude.json"), json).unwrap().workers.max_live_parked, Some(4));
+        let err = toml_err(&format!("[workers]\nmax_live_parked = -1\n{servers}"));
+        assert!(err.starts_with("gw.toml: workers.max_live_parked: must be a whole number from 0 to 1024"), "{err}");
     }
 
     #[test]

@@ -187,6 +187,10 @@ pub async fn run_gateway(args: GatewayArgs) -> anyhow::Result<()> {
                     (Some(authenticator), Some(settings), Some(limits)) => Some(Arc::new(auth::http::AuthFront::new(
                         authenticator,
                         limits.clone(),
+                        auth::sessions::Sessions::new(
+                            settings.shares.max_sessions as usize,
+                            std::time::Duration::from_secs(settings.shares.session_idle_seconds),
+                        ),
                         settings.resource.clone(),
                         settings.jwt.as_ref().map(|j| j.issuers.clone()).unwrap_or_default(),
                         settings.required_scopes.clone(),

@@ -37,7 +37,7 @@ use super::approve::{self, Channel, Pending, StateSeal};
 use super::auth::Principal;
 use super::auth::http::AuthFront;
 use super::auth::limits::{PrincipalLimits, RequestRate};
-use super::config::GatewayConfig;
+use super::config::{DEFAULT_MAX_LIVE_PARKED, GatewayConfig};
 use super::notify::{ClientProgress, forward_logs};
 use super::tasks::{self, Outcome, Tasks};
 use super::upstream::UpstreamManager;
@@ -146,6 +146,11 @@ impl Gateway {
         if let Some(n) = config.workers.max_running {
             builder = builder.max_running_cells(n);
         }
+        builder = builder.max_live_parked(config.workers.max_live_parked.unwrap_or(DEFAULT_MAX_LIVE_PARKED));
+        if let Some(auth) = &config.auth {
+            // Each principal gets a share of the suspended-run places; without `[auth]` the one client takes all 64.
+            builder = builder.max_suspended_runs_per_owner(auth.shares.max_suspended_runs as usize);
+        }
         let code_mode = builder
             .redactor(upstream.redactor().clone())
             .limits(config.limits.clone())
@@ -175,8 +180,13 @@ impl Gateway {
             ))
         });
         let activity_in_result = config.telemetry.activity;
-        // A task stays readable as long as a parked run stays resumable.
-        let tasks = Arc::new(Tasks::new(std::time::Duration::from_secs(config.limits.snapshot_ttl_seconds), shared));
+        // A task stays readable as long as a parked run stays resumable; with `[auth]`, within its principal's share.
+        let ttl = std::time::Duration::from_secs(config.limits.snapshot_ttl_seconds);
+        let finished = config.auth.as_ref().map(|auth| tasks::FinishedShare {
+            tasks: auth.shares.max_finished_tasks as usize,
+            bytes: auth.shares.max_finished_task_bytes,
+        });
+        let tasks = Arc::new(Tasks::new(ttl, shared).with_finished_share(finished));
         let clients = std::sync::Mutex::new(Vec::new());
         let gateway =
             Arc::new(Gateway { code_mode, upstream, surface, clients, seal, limits, activity_in_result, tasks });
@@ -839,11 +849,12 @@ pub async fn serve_http(gateway: Arc<Gateway>, addr: SocketAddr, front: Option<A
         // the gateway is reached by is served.
         config = config.disable_allowed_hosts();
     }
-    let service = StreamableHttpService::new(
-        move || Ok(GatewayServer::http(gateway.clone())),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
+    // With `[auth]`, the front's registry holds the sessions: a bounded number per principal, closed when idle.
+    let sessions = match &front {
+        Some(front) => front.sessions().manager(),
+        None => Arc::new(LocalSessionManager::default()),
+    };
+    let service = StreamableHttpService::new(move || Ok(GatewayServer::http(gateway.clone())), sessions, config);
     let listener =
         tokio::net::TcpListener::bind(addr).await.map_err(|e| Error::Serve(format!("cannot listen on {addr}: {e}")))?;
     let local = listener.local_addr().map_err(|e| Error::Serve(e.to_string()))?;

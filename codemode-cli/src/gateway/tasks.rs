@@ -9,7 +9,9 @@
 //! aborts its run.
 //!
 //! Invariant: a task is visible only to the caller that created it (its run scope's owner); another caller gets the
-//! same error as for an id that never existed.
+//! same error as for an id that never existed. With a finished share (`[auth]`), the finished tasks one owner keeps
+//! never pass its count and bytes (except its newest, always kept): its oldest are dropped first, never another
+//! owner's. A finished task keeps its result as JSON text, so what it holds is what it counts.
 //!
 //! Tasks live in the memory of the replica that created them, which drives their runs. With `[store]` each task is
 //! also written to the fleet store (the session values of `codemode/task/<id>`: key `task`, the task as `tasks/get`
@@ -41,9 +43,54 @@ struct Entry {
     owner: Option<String>,
     task: Task,
     /// The terminal payload once the task ended.
-    terminal: Option<TaskPayload>,
+    terminal: Option<Terminal>,
     ended_at: Option<Instant>,
     cancel: Arc<Cancel>,
+}
+
+/// How a task ended, with its result or error as JSON text (a third of the memory of a `serde_json::Value` tree).
+#[derive(Clone)]
+enum Terminal {
+    Completed(Arc<str>),
+    Failed(Arc<str>),
+    Cancelled,
+}
+
+impl Terminal {
+    fn of(payload: &TaskPayload) -> Terminal {
+        let text = |object: &JsonObject| Arc::from(serde_json::to_string(object).unwrap_or_else(|_| "{}".to_owned()));
+        match payload {
+            TaskPayload::Completed { result } => Terminal::Completed(text(result)),
+            TaskPayload::Failed { error } => Terminal::Failed(text(error)),
+            _ => Terminal::Cancelled,
+        }
+    }
+
+    fn payload(&self) -> TaskPayload {
+        let object = |text: &str| serde_json::from_str::<JsonObject>(text).unwrap_or_default();
+        match self {
+            Terminal::Completed(result) => TaskPayload::Completed { result: object(result) },
+            Terminal::Failed(error) => TaskPayload::Failed { error: object(error) },
+            Terminal::Cancelled => TaskPayload::Cancelled,
+        }
+    }
+
+    /// The bytes it keeps.
+    fn bytes(&self) -> u64 {
+        match self {
+            Terminal::Completed(text) | Terminal::Failed(text) => text.len() as u64,
+            Terminal::Cancelled => 0,
+        }
+    }
+}
+
+/// What the finished tasks of one owner may keep: at most `tasks` of them and `bytes` of results.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FinishedShare {
+    /// Finished tasks (`[auth] max_finished_tasks`).
+    pub tasks: usize,
+    /// Bytes of their results' JSON (`[auth] max_finished_task_bytes`).
+    pub bytes: u64,
 }
 
 /// A task's cancellation: the flag the task's loop reads, and the signal its current `exec`/`wait` waits on.
@@ -82,6 +129,8 @@ pub struct Tasks {
     ttl: Duration,
     /// The fleet store, with `[store]`: where every replica finds the tasks.
     shared: Option<Arc<dyn FleetBackend>>,
+    /// What each owner's finished tasks may keep (with `[auth]`); `None`: everything, until the TTL.
+    finished_share: Option<FinishedShare>,
 }
 
 /// The store session that holds task `id`'s record.
@@ -118,7 +167,14 @@ impl Tasks {
     /// Tasks that stay readable for `ttl` after they end.
     /// With `shared` (the fleet store), every task is also recorded there for the other replicas.
     pub fn new(ttl: Duration, shared: Option<Arc<dyn FleetBackend>>) -> Self {
-        Tasks { entries: Mutex::new(HashMap::new()), ttl, shared }
+        Tasks { entries: Mutex::new(HashMap::new()), ttl, shared, finished_share: None }
+    }
+
+    /// Bounds what each owner's finished tasks keep (`None`: no bound but the TTL).
+    #[must_use]
+    pub fn with_finished_share(mut self, share: Option<FinishedShare>) -> Self {
+        self.finished_share = share;
+        self
     }
 
     /// Starts `operation` as a task of `owner`; when it ends, the task's terminal state is recorded and `peer` (the
@@ -155,7 +211,14 @@ impl Tasks {
         let tasks = self.clone();
         tokio::spawn(async move {
             let outcome = future.await;
-            let ended = tasks.finish(&id, outcome);
+            let (ended, dropped) = tasks.finish(&id, outcome);
+            if let Some(store) = &tasks.shared {
+                // Dropped from the owner's share here, gone for every replica; one that cannot be deleted expires
+                // with its TTL.
+                for old in dropped {
+                    let _ = store.session_remove(&session(&old), RECORD).await;
+                }
+            }
             if let Some((detailed, entry)) = ended {
                 // Another replica's `tasks/get` reads the end from the store; a store that fails here leaves the
                 // record `working` there (this replica still answers from memory).
@@ -171,16 +234,18 @@ impl Tasks {
         Ok(task)
     }
 
-    /// Records how task `id` ended; the task as `tasks/get` now shows it, and a copy of its entry's record.
-    fn finish(&self, id: &str, outcome: Outcome) -> Option<(DetailedTask, Entry)> {
-        let mut entries = lock(&self.entries);
-        let entry = entries.get_mut(id)?;
+    /// Records how task `id` ended; the task as `tasks/get` now shows it and a copy of its entry's record, and the
+    /// ids of the owner's older finished tasks dropped to keep it within its share.
+    fn finish(&self, id: &str, outcome: Outcome) -> (Option<(DetailedTask, Entry)>, Vec<String>) {
         let payload = match outcome {
             Outcome::Result(result) => TaskPayload::Completed { result: object(&result) },
             Outcome::Error(error) => TaskPayload::Failed { error: object(&error) },
             Outcome::Cancelled => TaskPayload::Cancelled,
         };
-        entry.terminal = Some(payload);
+        let terminal = Terminal::of(&payload);
+        let mut entries = lock(&self.entries);
+        let Some(entry) = entries.get_mut(id) else { return (None, Vec::new()) };
+        entry.terminal = Some(terminal);
         entry.ended_at = Some(Instant::now());
         entry.task.last_updated_at = current_timestamp();
         let copy = Entry {
@@ -190,7 +255,12 @@ impl Tasks {
             ended_at: entry.ended_at,
             cancel: entry.cancel.clone(),
         };
-        Some((detailed(entry), copy))
+        let detailed = DetailedTask::new(entry.task.clone(), payload);
+        let dropped = match self.finished_share {
+            Some(share) => keep_within(&mut entries, &copy.owner, share),
+            None => Vec::new(),
+        };
+        (Some((detailed, copy)), dropped)
     }
 
     /// Writes the record of a task this replica created to the fleet store (nothing without one).
@@ -243,11 +313,11 @@ impl Tasks {
             self.sweep(&mut entries);
             match entries.get(id) {
                 Some(entry) if entry.owner == *owner => return Ok(detailed(entry)),
-                Some(_) => return Err(unknown(id)),
+                Some(_) => return Err(unknown(id, self.finished_share)),
                 None => {}
             }
         }
-        self.shared_record(id, owner).await?.ok_or_else(|| unknown(id))
+        self.shared_record(id, owner).await?.ok_or_else(|| unknown(id, self.finished_share))
     }
 
     /// `tasks/cancel` for `owner`: the task's run is aborted (an ended task stays as it ended). Another replica's
@@ -270,11 +340,11 @@ impl Tasks {
                     }
                     return Ok(());
                 }
-                Some(_) => return Err(unknown(id)),
+                Some(_) => return Err(unknown(id, self.finished_share)),
                 None => {}
             }
         }
-        let task = self.shared_record(id, owner).await?.ok_or_else(|| unknown(id))?;
+        let task = self.shared_record(id, owner).await?.ok_or_else(|| unknown(id, self.finished_share))?;
         if task.status() == TaskStatus::Working
             && let Some(store) = &self.shared
         {
@@ -306,8 +376,33 @@ fn ttl_ms(ttl: Duration) -> u64 {
 }
 
 fn detailed(entry: &Entry) -> DetailedTask {
-    let payload = entry.terminal.clone().unwrap_or(TaskPayload::Working);
+    let payload = entry.terminal.as_ref().map_or(TaskPayload::Working, Terminal::payload);
     DetailedTask::new(entry.task.clone(), payload)
+}
+
+/// Drops `owner`'s oldest finished tasks until it keeps at most `share.tasks` of them and `share.bytes` of results,
+/// never its newest; returns the ids dropped. Tasks still working and other owners' tasks are not touched.
+fn keep_within(entries: &mut HashMap<String, Entry>, owner: &Option<String>, share: FinishedShare) -> Vec<String> {
+    let mut finished: Vec<(Instant, u64, &String)> = entries
+        .iter()
+        .filter(|(_, e)| e.owner == *owner)
+        .filter_map(|(id, e)| Some((e.ended_at?, e.terminal.as_ref()?.bytes(), id)))
+        .collect();
+    finished.sort_by_key(|(ended, ..)| *ended);
+    let (mut count, mut bytes) = (finished.len(), finished.iter().map(|(_, b, _)| b).sum::<u64>());
+    let mut dropped = Vec::new();
+    for (_, size, id) in &finished {
+        if count <= 1 || (count <= share.tasks && bytes <= share.bytes) {
+            break;
+        }
+        count -= 1;
+        bytes -= size;
+        dropped.push((*id).clone());
+    }
+    for id in &dropped {
+        entries.remove(id);
+    }
+    dropped
 }
 
 fn object(value: &impl serde::Serialize) -> JsonObject {
@@ -317,9 +412,20 @@ fn object(value: &impl serde::Serialize) -> JsonObject {
     }
 }
 
-fn unknown(id: &str) -> ErrorData {
+fn unknown(id: &str, share: Option<FinishedShare>) -> ErrorData {
+    let dropped = match share {
+        Some(share) => format!(
+            ", or newer tasks of yours finished since (each principal keeps its newest {} finished tasks and {} bytes \
+             of their results: [auth] max_finished_tasks and max_finished_task_bytes)",
+            share.tasks, share.bytes
+        ),
+        None => String::new(),
+    };
     ErrorData::invalid_params(
-        format!("unknown task \"{id}\": it never existed here, it ended longer ago than its ttlMs, or it is not yours"),
+        format!(
+            "unknown task \"{id}\": it never existed here, it ended longer ago than its ttlMs, or it is not \
+             yours{dropped}"
+        ),
         None,
     )
 }
@@ -365,4 +471,49 @@ pub fn with_earlier_output(mut result: Value, earlier: Vec<Value>) -> Value {
         map.insert("output".into(), Value::Array(output));
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finished(owner: &str, id: &str, bytes: usize, at: Instant) -> (String, Entry) {
+        let now = current_timestamp();
+        let entry = Entry {
+            owner: Some(owner.to_owned()),
+            task: Task::new(id.to_owned(), TaskStatus::Completed, now.clone(), now),
+            terminal: Some(Terminal::Completed(Arc::from("x".repeat(bytes)))),
+            ended_at: Some(at),
+            cancel: Arc::new(Cancel::default()),
+        };
+        (id.to_owned(), entry)
+    }
+
+    #[test]
+    fn an_owner_keeps_its_newest_finished_tasks_within_its_share_and_no_one_else_loses_any() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let mut entries: HashMap<String, Entry> = [
+            finished("alice", "a1", 10, at(1)),
+            finished("alice", "a2", 10, at(2)),
+            finished("bob", "b1", 10, at(0)),
+            finished("alice", "a3", 10, at(3)),
+        ]
+        .into_iter()
+        .collect();
+        let mut working = finished("alice", "a0", 0, at(0));
+        (working.1.terminal, working.1.ended_at) = (None, None);
+        entries.insert(working.0, working.1);
+        let alice = Some("alice".to_owned());
+
+        let dropped = keep_within(&mut entries, &alice, FinishedShare { tasks: 2, bytes: 1000 });
+        assert_eq!(dropped, vec!["a1".to_owned()], "the oldest finished task goes first");
+        assert!(entries.contains_key("a0") && entries.contains_key("b1"), "working tasks and bob's stay");
+
+        entries.extend([finished("alice", "a4", 500, at(4))]);
+        let dropped = keep_within(&mut entries, &alice, FinishedShare { tasks: 10, bytes: 100 });
+        assert_eq!(dropped, vec!["a2".to_owned(), "a3".to_owned()], "past the bytes, the oldest go until it fits");
+        assert!(entries.contains_key("a4"), "the newest stays even alone over the bytes");
+        assert_eq!(entries.len(), 3);
+    }
 }

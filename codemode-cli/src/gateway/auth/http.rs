@@ -5,12 +5,12 @@
 //!
 //! A request that passes reaches the MCP transport with its [`Principal`] in its extensions and without its
 //! `Authorization` header. An MCP session is bound to the principal that opened it: another principal's request
-//! naming that session is answered as for an unknown session. Invariant: no request reaches the MCP transport
-//! without a verified principal.
+//! naming that session is answered as for an unknown session; a principal may have `max_sessions` open, and one
+//! more is answered `429 too_many_sessions` ([`Sessions`]). Invariant: no request reaches the MCP transport without
+//! a verified principal, nor names a session its principal did not open.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt as _, Full};
@@ -20,6 +20,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde_json::json;
 
 use super::limits::PrincipalLimits;
+use super::sessions::{Sessions, tracked};
 use super::{Authenticator, Principal, Rejection};
 
 /// The response body type of the MCP transport and of this front.
@@ -39,8 +40,8 @@ pub struct AuthFront {
     resource: Option<String>,
     issuers: Vec<String>,
     scopes: Vec<String>,
-    /// MCP session id → the owner key of the principal that opened it.
-    sessions: Mutex<HashMap<String, String>>,
+    /// The MCP sessions of each principal.
+    sessions: Arc<Sessions>,
 }
 
 impl std::fmt::Debug for AuthFront {
@@ -50,15 +51,21 @@ impl std::fmt::Debug for AuthFront {
 }
 
 impl AuthFront {
-    /// A front over `auth` and `limits`; `resource` and `issuers` go into the metadata document.
+    /// A front over `auth`, `limits` and `sessions`; `resource` and `issuers` go into the metadata document.
     pub fn new(
         auth: Arc<Authenticator>,
         limits: Arc<PrincipalLimits>,
+        sessions: Arc<Sessions>,
         resource: Option<String>,
         issuers: Vec<String>,
         scopes: Vec<String>,
     ) -> AuthFront {
-        AuthFront { auth, limits, resource, issuers, scopes, sessions: Mutex::default() }
+        AuthFront { auth, limits, resource, issuers, scopes, sessions }
+    }
+
+    /// The MCP sessions of every principal, whose rmcp manager the transport must use.
+    pub fn sessions(&self) -> &Arc<Sessions> {
+        &self.sessions
     }
 
     /// Serves one request: the metadata document, a refusal, or `next` (the MCP transport) with the principal.
@@ -88,34 +95,56 @@ impl AuthFront {
             return response;
         }
         let session = request.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let mut busy = None;
         if let Some(session) = &session {
-            let owner = self.sessions.lock().unwrap_or_else(PoisonError::into_inner).get(session).cloned();
-            if owner.is_some_and(|owner| owner != principal.key) {
-                // Answered as rmcp answers a session it does not know: the session's existence is not revealed.
+            // Every session was opened through this front: one it does not hold for this principal is another's,
+            // or closed. Answered as rmcp answers a session it does not know: the session's existence is not
+            // revealed.
+            if self.sessions.owner(session).is_none_or(|owner| owner != principal.key) {
                 return json_response(
                     StatusCode::NOT_FOUND,
                     &json!({ "error": "session_not_found", "error_description": "Session not found" }),
                 );
             }
+            // A `POST` keeps its session busy until its answer is sent; a `GET` stream does not.
+            if request.method() == Method::POST {
+                busy = self.sessions.begin(session);
+            }
         }
         let deleting = request.method() == Method::DELETE;
-        let key = principal.key.clone();
+        let (key, name) = (principal.key.clone(), principal.name.clone());
         // The token stops here: nothing behind this front (the MCP handler, upstream servers) ever sees it.
         request.headers_mut().remove(hyper::header::AUTHORIZATION);
         request.extensions_mut().insert(principal);
         let response = next(request).await;
-        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
-        match (&session, response.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok())) {
-            (Some(session), _) if deleting && response.status().is_success() => {
-                sessions.remove(session);
-            }
-            (None, Some(opened)) => {
-                sessions.insert(opened.to_owned(), key);
-            }
+        let opened = response.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        match (&session, opened) {
+            (Some(session), _) if deleting && response.status().is_success() => self.sessions.closed(session),
+            (None, Some(opened)) => match self.sessions.opened(&opened, &key).await {
+                Ok(first) => busy = Some(first),
+                Err(too_many) => {
+                    let description = format!(
+                        "principal {name:?} has {max} MCP sessions open, its share (max_sessions = {max}); close one \
+                         (DELETE with its Mcp-Session-Id) or leave one idle for {idle} s (session_idle_seconds), \
+                         then initialize again",
+                        max = too_many.max,
+                        idle = too_many.idle_seconds,
+                    );
+                    return json_response(
+                        StatusCode::TOO_MANY_REQUESTS,
+                        &json!({ "error": "too_many_sessions", "error_description": description }),
+                    );
+                }
+            },
             _ => {}
         }
-        drop(sessions);
-        response
+        match busy {
+            Some(busy) => {
+                let (parts, body) = response.into_parts();
+                Response::from_parts(parts, tracked(body, busy))
+            }
+            None => response,
+        }
     }
 
     async fn principal<B>(&self, request: &Request<B>) -> Result<Principal, Rejection> {
@@ -237,6 +266,8 @@ fn json_response(status: StatusCode, body: &serde_json::Value) -> Response<Body>
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Mutex;
+
     use super::*;
 
     #[test]
@@ -268,11 +299,13 @@ mod tests {
             max_concurrent_runs: None,
             requests_per_minute: None,
             requests_per_hour: None,
+            shares: crate::gateway::config::PrincipalShares::default(),
         };
         let clock = Arc::new(codemode::snapshot::ManualClock::new(0));
         let auth = Arc::new(Authenticator::new(&settings, clock.clone()).await.expect("authenticator"));
         let limits = Arc::new(PrincipalLimits::new(None, None, clock));
-        let front = AuthFront::new(auth, limits, Some("https://gw.test/mcp".into()), Vec::new(), Vec::new());
+        let sessions = super::super::sessions::Sessions::new(4, std::time::Duration::from_secs(60));
+        let front = AuthFront::new(auth, limits, sessions, Some("https://gw.test/mcp".into()), Vec::new(), Vec::new());
         let request = Request::builder()
             .method(Method::POST)
             .uri("/mcp")

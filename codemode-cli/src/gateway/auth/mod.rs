@@ -2,13 +2,15 @@
 //! spec), static tokens from a file, and the limits each authenticated principal gets.
 //!
 //! `jwt` checks access tokens against issuers, an audience and a JWK Set; `limits` counts each principal's
-//! requests and runs; `http` puts all of it in front of the Streamable HTTP transport. This module owns the
-//! [`Authenticator`] (token → [`Principal`]) and the static token file. Invariant: a token is looked at here and
+//! requests and runs; `sessions` holds each principal's MCP sessions (a bounded number, closed when idle); `http`
+//! puts all of it in front of the Streamable HTTP transport. This module owns the [`Authenticator`] (token →
+//! [`Principal`]) and the static token file. Invariant: a token is looked at here and
 //! nowhere else; the request that reaches the MCP handler carries the principal and no longer carries the token.
 
 pub mod http;
 pub mod jwt;
 pub mod limits;
+pub mod sessions;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -224,6 +226,7 @@ mod tests {
             max_concurrent_runs: None,
             requests_per_minute: None,
             requests_per_hour: None,
+            shares: crate::gateway::config::PrincipalShares::default(),
         };
         let auth = Authenticator::new(&settings, Arc::new(codemode::snapshot::SystemClock)).await.expect("auth");
         let alice = auth.authenticate("alice").await.expect("alice's token");

@@ -59,8 +59,8 @@ fn bob() -> String {
 
 /// A gateway process serving HTTP with `[auth]` (static tokens and JWTs), plus `auth_extra` lines in `[auth]` and
 /// `tail` after it.
-struct AuthGateway {
-    url: String,
+pub(super) struct AuthGateway {
+    pub(super) url: String,
     base: String,
     _gateway: HttpGateway,
     files: PathBuf,
@@ -68,7 +68,7 @@ struct AuthGateway {
 }
 
 impl AuthGateway {
-    async fn start(auth_extra: &str, tail: &str) -> AuthGateway {
+    pub(super) async fn start(auth_extra: &str, tail: &str) -> AuthGateway {
         super::tls();
         let dir = tempfile::tempdir().expect("temp dir");
         let files = dir.path().join("files");
@@ -98,7 +98,7 @@ impl AuthGateway {
     }
 
     /// A raw `initialize` POST with this `Authorization` header value (none for `None`).
-    async fn post(&self, authorization: Option<&str>) -> reqwest::Response {
+    pub(super) async fn post(&self, authorization: Option<&str>) -> reqwest::Response {
         let body = json!({
             "jsonrpc": "2.0", "id": 1, "method": "initialize",
             "params": { "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": { "name": "raw", "version": "0" } }
@@ -114,12 +114,12 @@ impl AuthGateway {
         request.send().await.expect("the gateway answers")
     }
 
-    async fn bearer(&self, token: &str) -> reqwest::Response {
+    pub(super) async fn bearer(&self, token: &str) -> reqwest::Response {
         self.post(Some(&format!("Bearer {token}"))).await
     }
 
     /// An MCP client session carrying `token`.
-    async fn client(&self, token: &str) -> RunningService<RoleClient, ClientConfig> {
+    pub(super) async fn client(&self, token: &str) -> RunningService<RoleClient, ClientConfig> {
         let info = ClientConfig::new(ClientCapabilities::default(), Implementation::new("auth-e2e", "0"));
         info.serve(transport(&self.url, token)).await.expect("MCP handshake with a bearer token")
     }
@@ -153,7 +153,7 @@ pub(super) async fn call(client: &RunningService<RoleClient, ClientConfig>, tool
     result.structured_content.expect("a CodeModeResult")
 }
 
-async fn exec(client: &RunningService<RoleClient, ClientConfig>, code: &str) -> Value {
+pub(super) async fn exec(client: &RunningService<RoleClient, ClientConfig>, code: &str) -> Value {
     call(client, "exec", json!({ "title": "auth e2e", "code": code })).await
 }
 

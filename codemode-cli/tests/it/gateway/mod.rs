@@ -11,6 +11,7 @@ mod lines;
 mod otel;
 mod protocol;
 mod relay;
+mod shares;
 mod upstream;
 
 use std::path::{Path, PathBuf};
