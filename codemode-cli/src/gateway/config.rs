@@ -180,7 +180,7 @@ impl Default for PrincipalShares {
             session_idle_seconds: 300,
             max_suspended_runs: 16,
             max_finished_tasks: 64,
-            max_finished_task_bytes: 16 * 1024 * 1024,
+            max_finished_task_bytes: 8 * 1024 * 1024,
         }
     }
 }
