@@ -123,7 +123,11 @@ pub(crate) fn dispatch(
         BridgeCall::Namespace(NamespaceArgs { server, target, args }) => {
             let call_args = args.unwrap_or_else(no_arguments);
             let Some(ns) = inner.catalog.mcp_servers().iter().find(|s| s.name == server) else {
-                return settle(parts, invalid(format!("unknown MCP server \"{server}\"")));
+                let what = match &target {
+                    NamespaceTarget::Tool(tool) => format!("MCP tool {server}.{tool}"),
+                    NamespaceTarget::Op(op) => format!("MCP server \"{server}\" (for {op})"),
+                };
+                return settle(parts, invalid(unavailable(&what)));
             };
             let mut mode = ExecutionMode::Parallel;
             let mut ask = None;
@@ -132,7 +136,7 @@ pub(crate) fn dispatch(
                     let known = ns.tools.iter().find(|t| &t.name == tool);
                     let entry = known.and_then(|t| inner.catalog.mcp_tool(&ns.global_name, &t.js_name));
                     let Some(entry) = entry else {
-                        return settle(parts, invalid(format!("unknown MCP tool {server}.{tool}")));
+                        return settle(parts, invalid(unavailable(&format!("MCP tool {server}.{tool}"))));
                     };
                     called(&mut parts, entry);
                     if parts.restart_safe && !entry.definition.replay_safe {
@@ -405,7 +409,16 @@ fn bounded(value: Value, max: usize) -> SettlementValue {
 }
 
 fn unknown_tool(tool: &str) -> String {
-    format!("tool \"{tool}\" is not available in this run; use catalog.search(query) to find the tools that are")
+    unavailable(&format!("tool \"{tool}\""))
+}
+
+/// Why a call of `what` (a tool, an MCP tool or server) is refused when the host's catalog does not have it: a run
+/// keeps the names it started with, so after the host's tools changed it can call one the host no longer has.
+fn unavailable(what: &str) -> String {
+    format!(
+        "{what} is not available: this host does not have it, or no longer has it (its tools changed since the run \
+         started); use catalog.search(query) to find the tools it has"
+    )
 }
 
 fn not_replay_safe(tool: &str) -> String {

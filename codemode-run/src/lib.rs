@@ -7,6 +7,7 @@
 mod activity;
 mod dispatch;
 pub mod machine;
+mod projection;
 mod results;
 mod run;
 mod scope;
@@ -17,10 +18,11 @@ use std::sync::Arc;
 use codemode_bridge::{ApprovalDecision, Approver, ProgressHook, ToolHost};
 use codemode_catalog::Catalog;
 use codemode_config::Limits;
-use codemode_snapshot::{Clock, RunStore, SessionStore};
+use codemode_snapshot::{Clock, Projection, RunStore, SessionStore};
 use codemode_vm::pool::WorkerPool;
 
 pub use activity::ActivityConfig;
+pub use projection::{guest_globals, projected_globals, projection_of};
 pub use results::ResultStore;
 pub use run::{
     Cell, LiveRun, Waits, abort, cancelled, exec, exec_with, input_failure, start_listener, start_sweeper, wait,
@@ -58,6 +60,8 @@ pub struct Inner {
     pub sessions: SessionStore,
     /// The digest of the catalog's callable names; a run parked under another catalog is not resumed.
     pub tools_digest: String,
+    /// The catalog's callable names ([`projection_of`]), which a run's checkpoint carries.
+    pub projection: Arc<Projection>,
     /// Whether a parked run drops its worker, so every `wait` resumes by replay.
     pub replay_on_resume: bool,
     /// The places for parked runs that keep their worker process (a worker holds its engine's memory until the

@@ -18,7 +18,7 @@ use codemode_bridge::{
 };
 use codemode_snapshot::{AskedCall, Checkpoint};
 use codemode_vm::pool::Death;
-use codemode_vm::protocol::{CellFailure, CellLimits, GuestOutcome, HostMessage, Start, WorkerMessage};
+use codemode_vm::protocol::{CellFailure, CellLimits, GuestGlobals, GuestOutcome, HostMessage, Start, WorkerMessage};
 use serde_json::{Value, json};
 
 /// What the driver must do next.
@@ -82,7 +82,7 @@ pub enum Event {
     Timeout,
     /// A message could not be written to the cell.
     SendFailed(String),
-    /// The host refused a request outright; the whole cell fails.
+    /// The host refused a request outright; the whole cell fails and its worker is killed.
     Refused {
         /// The error code.
         code: ErrorCode,
@@ -217,6 +217,8 @@ pub struct RunMachine {
     pub(crate) host_failed: BTreeSet<u32>,
     /// The run's settled nested tool calls by effect status.
     pub(crate) call_counts: CallCounts,
+    /// The globals the next `Start` installs: `None` for a worker whose contexts carry the catalog's already.
+    globals: Option<GuestGlobals>,
 }
 
 /// The settlement of call `id` whose tool host panicked: a `tool_error`; its effect is `uncertain`.
@@ -299,6 +301,7 @@ impl RunMachine {
             tool_calls: BTreeSet::new(),
             host_failed: BTreeSet::new(),
             call_counts: CallCounts::default(),
+            globals: None,
         }
     }
 
@@ -347,6 +350,7 @@ impl RunMachine {
                 .collect(),
             host_failed: BTreeSet::new(),
             call_counts: checkpoint.call_counts,
+            globals: None,
         };
         // Calls that were waiting for a decision never reached their tool: each is asked again (or answered by
         // the wait) as the run begins.
@@ -442,6 +446,12 @@ impl RunMachine {
         self.hold_until_ms.is_some_and(|until| until > self.park_at_ms) && self.new_output.is_empty()
     }
 
+    /// The globals the next cell's `Start` installs: `None` for a worker of the catalog's pool (its contexts carry
+    /// the catalog's), the run's own for a worker started without any.
+    pub fn set_globals(&mut self, globals: Option<GuestGlobals>) {
+        self.globals = globals;
+    }
+
     /// The cell is gone (parked without its worker, or swept): the next resume starts a fresh one and replays.
     pub fn detach_cell(&mut self) {
         self.quiescent = false;
@@ -465,8 +475,9 @@ impl RunMachine {
                 self.last_sent = Sent::Start;
                 let start = Start {
                     source: self.source.clone(),
-                    // The pool's workers build every context with the catalog's globals.
-                    globals: None,
+                    // The pool's workers build every context with the catalog's globals; a worker started without
+                    // them gets the run's own.
+                    globals: self.globals.clone(),
                     limits: self.limits.clone(),
                     journal: self.journal.clone(),
                     skip_output: self.emitted as u64,
@@ -535,10 +546,9 @@ impl RunMachine {
                 };
                 self.kill_and_fail(code, FailurePhase::Host, error);
             }
-            Event::Refused { code, phase, message } => {
-                self.queue.clear();
-                self.finish(Ending::Failed { kind: code.into(), phase, message });
-            }
+            // The cell stopped mid-program, waiting for a `Settle` that never comes: its worker cannot serve
+            // another cell (a `Start` there is a protocol error that ends it), so it is killed, never pooled.
+            Event::Refused { code, phase, message } => self.kill_and_fail(code, phase, message),
             Event::Settled(settlement) => {
                 match self.asked.get(&settlement.id) {
                     // The approver deferred it: the call waits in the run, and this settlement says nothing.

@@ -14,11 +14,11 @@ use codemode_bridge::{
     Failed, FailurePhase, PendingToolCall, Settlement, WaitReason, Waiting,
 };
 use codemode_snapshot::{
-    Accepted, AskedCall, CallName, Checkpoint, Clock, EffectEntry, PendingRequest, RunOwner, Slot, StoreError,
-    YieldRequest,
+    Accepted, AskedCall, CallName, Checkpoint, Clock, EffectEntry, PendingRequest, Projection, RunOwner, Slot,
+    StoreError, YieldRequest,
 };
 use codemode_telemetry::Telemetry;
-use codemode_vm::pool::{Death, WorkerProcess};
+use codemode_vm::pool::{Death, PoolConfig, WorkerPool, WorkerProcess};
 use codemode_vm::protocol::{CellLimits, HostMessage, WorkerMessage};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
@@ -77,6 +77,8 @@ pub struct LiveRun {
     /// While the run is parked with its worker: its place among the parked runs that may keep one
     /// ([`Inner::live_places`]); given back when the worker goes or the run resumes, ends or is dropped.
     live_place: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// The callable names the program was given, kept with the checkpoint: a resume installs these.
+    projection: Arc<Projection>,
 }
 
 /// A decision on a call's approval, sent by the call's task to its run before the task ends.
@@ -316,6 +318,7 @@ async fn exec_run(inner: Arc<Inner>, input: ExecInput, scope: RunScope, options:
         kept_alive: None,
         tool_contracts: BTreeMap::new(),
         live_place: None,
+        projection: inner.projection.clone(),
     };
     crate::trace::record_run_id(&run.run_id);
     // The run takes a place under the cap of suspended runs only when it first dispatches host work.
@@ -435,6 +438,7 @@ fn checkpoint_of(inner: &Inner, run: &LiveRun, reason: WaitReason) -> Checkpoint
     checkpoint.activity = run.activity.log();
     checkpoint.call_names = run.call_names.clone();
     checkpoint.tool_contracts = run.tool_contracts.clone();
+    checkpoint.projection = Some(Projection::clone(&run.projection));
     checkpoint
 }
 
@@ -695,6 +699,8 @@ async fn wait_run(
                 kept_alive: None,
                 tool_contracts: checkpoint.tool_contracts.clone(),
                 live_place: None,
+                // A checkpoint from before projections were kept resumes with this host's names.
+                projection: checkpoint.projection.clone().map_or_else(|| inner.projection.clone(), Arc::new),
             }
         }
     };
@@ -715,7 +721,17 @@ async fn wait_run(
         run.machine.hold(now_ms, budget_ms);
     }
     if run.worker.is_none() {
-        match inner.pool.checkout_admitted().await {
+        // A program keeps the names it started with: when this host's catalog gives other names (its tools changed
+        // since), the run replays in a worker started without globals, which installs the run's own.
+        let (checkout, globals) =
+            if Arc::ptr_eq(&run.projection, &inner.projection) || run.projection == inner.projection {
+                (inner.pool.checkout_admitted().await, None)
+            } else {
+                let bare = WorkerPool::new(PoolConfig { globals: None, warm: 0, ..inner.pool.config().clone() });
+                (bare.checkout_admitted().await, Some(crate::projected_globals(&inner.catalog, &run.projection)))
+            };
+        run.machine.set_globals(globals);
+        match checkout {
             Ok(mut worker) => {
                 worker.set_max_message_bytes(message_cap(&cell_limits(&inner)));
                 run.worker = Some(worker);

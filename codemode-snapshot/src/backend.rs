@@ -319,9 +319,9 @@ impl CheckpointBackend for FileBackend {
             None => Ok(None),
         });
         match taken {
-            // A file this process cannot open goes back where it was: for a process with the right state key, or
-            // for a person to look at.
-            Err(e @ (StoreError::Sealed { .. } | StoreError::Corrupt { .. })) => {
+            // A file this process cannot read or open goes back where it was: for a process with the right state
+            // key, for a read that succeeds later, or for a person to look at.
+            Err(e) => {
                 let _ = fs::rename(&claimed, &path);
                 Err(e)
             }

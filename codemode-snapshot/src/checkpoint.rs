@@ -226,10 +226,40 @@ pub struct Checkpoint {
     /// these tools still exists with the same digest.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub tool_contracts: std::collections::BTreeMap<String, String>,
+    /// The callable names the program was given when the run started: a resume by replay installs these, whatever
+    /// the resuming host's catalog holds now, so a program never loses a name it could call before it parked (a call
+    /// the host can no longer serve is refused as that call, catchably). `None` in checkpoints written before it was
+    /// kept: those resume with the resuming host's names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub projection: Option<Projection>,
     /// Where checkpoints written before these fields were typed kept them, `{"yield": .., "untrusted": ..}`; read
     /// only, and moved into the fields by [`Checkpoint::decode`].
     #[serde(rename = "extra", default, skip_serializing)]
     legacy_extra: Option<LegacyExtra>,
+}
+
+/// The callable names of a run's program: its tool globals and its `MCP` namespace, as the catalog it started
+/// under projected them. Names only: the tools behind them are the resuming host's.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Projection {
+    /// The callable names of the catalog tools, each an async global.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
+    /// The MCP servers, each `MCP.<global>`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp: Vec<ProjectedServer>,
+}
+
+/// One MCP server of a [`Projection`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProjectedServer {
+    /// Its name under `MCP`.
+    pub global: String,
+    /// The server's own name.
+    pub server: String,
+    /// Its tools: the member name under `MCP.<global>` and the tool's name on the server.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<(String, String)>,
 }
 
 /// The tool a nested call named, for the spans of a replay.
@@ -330,6 +360,7 @@ impl Checkpoint {
             activity: ActivityLog::default(),
             call_names: Vec::new(),
             tool_contracts: std::collections::BTreeMap::new(),
+            projection: None,
             legacy_extra: None,
         }
     }

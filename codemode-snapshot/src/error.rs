@@ -52,6 +52,18 @@ pub enum StoreError {
         /// What happened to it: "was removed" or "changed its input schema".
         change: String,
     },
+    /// The run is stored, but this process cannot open its checkpoint (no state key, another key, a tampered or
+    /// corrupt record): nothing was claimed or changed, so a process that can open it resumes it.
+    #[error(
+        "code mode run {run_id} exists, but this replica cannot open its stored state: {detail}. The run was left as \
+         it was; call wait again to reach a replica that can open it (one with the run's state key)"
+    )]
+    Unreadable {
+        /// The run.
+        run_id: String,
+        /// Why, from the backend: the key id it needs, or what is wrong with the record.
+        detail: String,
+    },
     /// Another resume of this run is in flight.
     #[error("code mode run is already being resumed.")]
     AlreadyResuming,
@@ -168,9 +180,16 @@ impl StoreError {
             | StoreError::Io { .. }
             | StoreError::Corrupt { .. }
             | StoreError::Sealed { .. }
+            | StoreError::Unreadable { .. }
             | StoreError::Key(_)
             | StoreError::ForeignCheckpoint { .. } => ErrorCode::InternalError,
         }
+    }
+
+    /// The error a claim of `run_id` answers when its stored checkpoint did not open (`cause`): the run exists,
+    /// and this process left it for one that can open it.
+    pub fn unreadable(run_id: &str, cause: &StoreError) -> Self {
+        StoreError::Unreadable { run_id: run_id.to_owned(), detail: cause.to_string() }
     }
 
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {

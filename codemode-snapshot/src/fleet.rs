@@ -372,7 +372,12 @@ impl FleetBackend for LocalFleet {
         if self.lock().claimed.contains_key(run_id) {
             return Ok(Claim::Held { holder: holder.to_owned(), until_ms: u64::MAX });
         }
-        let Some(checkpoint) = self.backend.take(run_id)? else { return Ok(Claim::Missing) };
+        let taken = self.backend.take(run_id).map_err(|e| match e {
+            // The file was left where it was, for a process that can open it.
+            StoreError::Sealed { .. } | StoreError::Corrupt { .. } => StoreError::unreadable(run_id, &e),
+            other => other,
+        })?;
+        let Some(checkpoint) = taken else { return Ok(Claim::Missing) };
         if checkpoint.is_expired(now_ms) {
             self.lock().scopes.remove(run_id);
             self.changed(run_id, 0);

@@ -21,7 +21,8 @@ pub use backend::{
 };
 pub use checkpoint::{
     AskedCall, CHECKPOINT_VERSION, CallName, Checkpoint, EffectEntry, INTERRUPTED_CODE, INTERRUPTED_MESSAGE,
-    PendingRequest, RunCounters, RunOwner, YieldRequest, interrupted_settlements, is_valid_run_id, new_run_id,
+    PendingRequest, ProjectedServer, Projection, RunCounters, RunOwner, YieldRequest, interrupted_settlements,
+    is_valid_run_id, new_run_id,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::StoreError;

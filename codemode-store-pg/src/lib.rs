@@ -371,8 +371,16 @@ impl FleetBackend for PgStore {
             )
             .await?;
         if let Some(row) = rows.first() {
-            return decode(self.options.keys.as_deref(), run_id, row.get::<_, &[u8]>(0))
-                .map(|c| Claim::Claimed(Box::new(c)));
+            return match decode(self.options.keys.as_deref(), run_id, row.get::<_, &[u8]>(0)) {
+                Ok(checkpoint) => Ok(Claim::Claimed(Box::new(checkpoint))),
+                // Not openable here (no key, another key, a tampered or corrupt row): the lease goes back at once,
+                // so a replica that can open the run is not kept waiting for it to expire. A failed release leaves
+                // the lease to expire.
+                Err(e) => {
+                    let _ = self.release(run_id, holder).await;
+                    Err(StoreError::unreadable(run_id, &e))
+                }
+            };
         }
         let rows = self
             .query(

@@ -72,7 +72,6 @@ use codemode_snapshot::{
     DEFAULT_MAX_SUSPENDED_RUNS, FileBackend, FleetBackend, LocalFleet, RunStore, SessionStore, SystemClock,
 };
 use codemode_vm::pool::{PoolConfig, WorkerCommand, WorkerPool};
-use codemode_vm::protocol::{GuestApiFile, GuestGlobals, GuestNamespace};
 
 use codemode_run::Inner;
 
@@ -362,7 +361,7 @@ impl CodeModeBuilder {
             None => WorkerCommand::locate()?,
         };
         let instructions = codemode_vm::pool::instruction_budget(self.limits.timeout_ms);
-        let globals = Arc::new(guest_globals(&catalog));
+        let globals = Arc::new(codemode_run::guest_globals(&catalog));
         let pool_config = PoolConfig {
             command,
             warm: self.warm_workers.unwrap_or(2),
@@ -400,6 +399,7 @@ impl CodeModeBuilder {
         let results =
             if shared { codemode_run::ResultStore::shared(store) } else { codemode_run::ResultStore::default() };
         let tools_digest = tools_digest(&catalog);
+        let projection = Arc::new(codemode_run::projection_of(&catalog));
         let inner = Arc::new(Inner {
             limits: self.limits,
             catalog,
@@ -408,6 +408,7 @@ impl CodeModeBuilder {
             runs,
             sessions,
             tools_digest,
+            projection,
             replay_on_resume: self.replay_on_resume,
             live_places: self.max_live_parked.map(|n| Arc::new(tokio::sync::Semaphore::new(n))),
             results: Arc::new(results),
@@ -671,8 +672,10 @@ impl CodeMode {
             return Ok(false);
         }
         let catalog = Catalog::build(tools.clone(), per_run.options.clone())?;
-        let pool =
-            WorkerPool::new(PoolConfig { globals: Some(Arc::new(guest_globals(&catalog))), ..per_run.pool.clone() });
+        let pool = WorkerPool::new(PoolConfig {
+            globals: Some(Arc::new(codemode_run::guest_globals(&catalog))),
+            ..per_run.pool.clone()
+        });
         let base = self.inner.get();
         let inner = Arc::new(derived(&base, catalog, pool.clone()));
         pool.replenish();
@@ -742,7 +745,7 @@ impl CodeMode {
         tools.extend(options.client_tools.iter().cloned().map(|t| t.source(ToolSource::Client)));
         let catalog = Catalog::build(tools, per_run.options.clone())?;
         let pool = WorkerPool::new(PoolConfig {
-            globals: Some(Arc::new(guest_globals(&catalog))),
+            globals: Some(Arc::new(codemode_run::guest_globals(&catalog))),
             warm: 1,
             ..per_run.pool.clone()
         });
@@ -859,6 +862,7 @@ fn derived(base: &Inner, catalog: Catalog, pool: Arc<WorkerPool>) -> Inner {
     Inner {
         limits: base.limits.clone(),
         tools_digest: tools_digest(&catalog),
+        projection: Arc::new(codemode_run::projection_of(&catalog)),
         catalog,
         host: base.host.clone(),
         pool,
@@ -877,30 +881,6 @@ fn derived(base: &Inner, catalog: Catalog, pool: Arc<WorkerPool>) -> Inner {
         redactor: base.redactor.clone(),
         activity: base.activity.clone(),
     }
-}
-
-fn guest_globals(catalog: &Catalog) -> GuestGlobals {
-    let tools = catalog.entries().iter().map(|e| e.callable_name.clone()).collect();
-    let mcp = catalog
-        .mcp_servers()
-        .iter()
-        .map(|server| GuestNamespace {
-            global: server.global_name.clone(),
-            server: server.name.clone(),
-            tools: server.tools.iter().map(|t| (t.js_name.clone(), t.name.clone())).collect(),
-        })
-        .collect();
-    let api_files = catalog
-        .api_files_with_content()
-        .into_iter()
-        .map(|f| GuestApiFile { path: f.path, description: f.description, content: f.content })
-        .collect();
-    let handles = catalog
-        .all()
-        .into_iter()
-        .map(|h| serde_json::to_value(h).expect("handle metadata serializes to JSON"))
-        .collect();
-    GuestGlobals { tools, mcp, api_files, handles }
 }
 
 fn tools_digest(catalog: &Catalog) -> String {

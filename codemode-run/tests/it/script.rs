@@ -5,7 +5,9 @@
 use std::collections::{BTreeSet, VecDeque};
 use std::fmt::Write as _;
 
-use codemode_bridge::{BridgeCall, BridgeMethod, BridgeRequest, Journal, OutputItem, Settlement, SettlementValue};
+use codemode_bridge::{
+    BridgeCall, BridgeMethod, BridgeRequest, ErrorCode, FailurePhase, Journal, OutputItem, Settlement, SettlementValue,
+};
 use codemode_run::Cell;
 use codemode_run::machine::{Command, Ending, Event, NO_PARK, RunMachine, RunSetup};
 use codemode_vm::pool::Death;
@@ -28,6 +30,8 @@ pub enum Beat {
     Expire,
     /// The next write to the cell fails.
     BrokenPipe,
+    /// The host refuses the next dispatch outright (as when the suspended-run cap is reached).
+    Refuse,
 }
 
 /// A cell that replays scripted messages and records what it was sent.
@@ -116,6 +120,17 @@ impl Stage {
                 Command::Dispatch(request, _digest) => {
                     let wire = serde_json::to_value(&request).expect("a request serializes");
                     self.line(format!("   dispatch #{} {} {}", request.id, request.method().as_str(), wire["args"]));
+                    if matches!(self.beats.front(), Some(Beat::Refuse)) {
+                        self.beats.pop_front();
+                        self.line("<- refused");
+                        let message = "too many suspended code mode runs.".to_owned();
+                        machine.handle(Event::Refused {
+                            code: ErrorCode::InvalidInput,
+                            phase: FailurePhase::Host,
+                            message,
+                        });
+                        continue;
+                    }
                     self.dispatch(machine, request);
                 }
                 Command::Cancel(id) => {

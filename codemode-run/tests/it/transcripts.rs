@@ -20,6 +20,16 @@ fn trivial_completion() {
 }
 
 #[test]
+fn a_dispatch_refused_at_the_first_call_kills_the_cell_it_stopped() {
+    // The cell waits at its quiescent point for a settlement that never comes: it cannot serve another cell.
+    let mut run = fresh(false);
+    let transcript =
+        Stage::at(1_000).play(&mut run, 30_000, vec![quiescent(vec![call(1, "ping", json!({}))], 1), Beat::Refuse]);
+    assert!(!run.cell_reusable(), "a refused run's worker never goes back to the pool");
+    assert_snapshot!(transcript);
+}
+
+#[test]
 fn one_tool_call() {
     let mut run = fresh(false);
     let transcript = Stage::at(1_000).play(

@@ -118,7 +118,7 @@ fn expired_checkpoints_are_pruned_at_start_and_refused_on_load() {
 }
 
 #[test]
-fn a_corrupt_checkpoint_is_an_internal_error_not_a_panic() {
+fn a_corrupt_checkpoint_is_reported_unreadable_and_left_in_place_not_a_panic() {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(T0));
     let backend = FileBackend::open(dir.path()).unwrap();
@@ -128,8 +128,12 @@ fn a_corrupt_checkpoint_is_an_internal_error_not_a_panic() {
     let store: RunStore<Live> = RunStore::new(Arc::new(backend), clock);
     assert_eq!(ready(store.prune_backend()).unwrap(), 0);
     let err = ready(store.begin_resume(&id, &owner("s", "r"))).err().unwrap();
+    assert!(matches!(&err, StoreError::Unreadable { run_id, .. } if *run_id == id), "{err}");
+    assert!(err.to_string().contains("exists, but this replica cannot open"), "{err}");
     assert_eq!(err.code(), codemode_bridge::ErrorCode::InternalError);
     assert_eq!(store.occupied(), 0);
+    // The file is where it was, for a process that can open it.
+    assert_eq!(std::fs::read(dir.path().join("runs").join(format!("{id}.json"))).unwrap(), b"{\"v\":1,");
 }
 
 #[test]
@@ -266,7 +270,7 @@ fn state_files_that_are_symlinks_fifos_or_huge_fail_fast() {
     }
     for (name, run_id, session) in cases {
         let err = ready(store.begin_resume(&run_id, &owner("s", "r"))).err().unwrap();
-        assert!(matches!(err, StoreError::Corrupt { .. }), "{name}: {err}");
+        assert!(matches!(err, StoreError::Unreadable { .. }), "{name}: {err}");
         assert_eq!(store.occupied(), 0, "{name}");
         let err = ready(sessions.load(&session, "key")).err().unwrap();
         assert!(matches!(err, StoreError::Corrupt { .. }), "{name}: {err}");

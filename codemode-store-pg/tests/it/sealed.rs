@@ -1,10 +1,11 @@
 //! State sealed at rest in PostgreSQL: with state keys, a checkpoint, a session value, a saved result and a
 //! recorded result are ciphertext in their rows; they open after a key rotation (new key first, old key kept); a
-//! store without the key, or with another key only, refuses them instead of reading them.
+//! store without the key, or with another key only, refuses them instead of reading them; and a replica that cannot
+//! open a run (no key, another key, an altered row) gives its claim back at once, saying the run exists.
 
 use std::sync::Arc;
 
-use codemode_snapshot::{Accepted, FleetBackend, Keyring, StoreError};
+use codemode_snapshot::{Accepted, Claim, FleetBackend, Keyring, StoreError};
 use codemode_store_pg::{PgOptions, PgStore};
 use serde_json::json;
 
@@ -97,4 +98,53 @@ async fn a_keyed_store_refuses_rows_written_without_a_key() {
     let keyed = PgStore::connect(&url, keyed(K1)).await.unwrap();
     assert!(matches!(keyed.get(&cp.run_id).await.unwrap_err(), StoreError::Sealed { .. }));
     assert!(matches!(keyed.session_get("s", "k").await.unwrap_err(), StoreError::Sealed { .. }));
+}
+
+/// The lease holder of `run_id`'s row, read straight from the database.
+async fn lease_holder(url: &str, run_id: &str) -> Option<String> {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.expect("connects");
+    tokio::spawn(connection);
+    let row = client.query_one("SELECT lease_holder FROM codemode_runs WHERE run_id = $1", &[&run_id]).await;
+    row.expect("the run's row is there").get(0)
+}
+
+#[tokio::test]
+async fn a_replica_that_cannot_open_a_run_gives_its_claim_back_and_says_the_run_exists() {
+    let (keyed_store, url) = store(keyed(K1)).await;
+    let cp = checkpoint(owner("s"), 2, T + 600_000);
+    let id = cp.run_id.clone();
+    keyed_store.put(&cp, 0, "keyed", "s").await.unwrap();
+
+    // No key, or another key only: the claim is refused with what this replica lacks, and given back at once.
+    for (name, options) in [("no key", PgOptions::default()), ("another key", keyed(K2))] {
+        let other = PgStore::connect(&url, options).await.unwrap();
+        let err = other.claim(&id, "other", T).await.unwrap_err();
+        assert!(matches!(&err, StoreError::Unreadable { run_id, .. } if *run_id == id), "{name}: {err}");
+        assert_eq!(err.code(), codemode_bridge::ErrorCode::InternalError, "{name}");
+        let message = err.to_string();
+        assert!(message.contains(&format!("run {id} exists, but this replica cannot open")), "{name}: {message}");
+        assert!(message.contains("k1"), "{name}: the message names the key the run needs: {message}");
+        assert_eq!(lease_holder(&url, &id).await, None, "{name}: no lease is left behind");
+    }
+
+    // A row altered in the database: the replica with the key refuses it too, and holds nothing afterwards.
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connects");
+    tokio::spawn(connection);
+    let original: Vec<u8> =
+        client.query_one("SELECT checkpoint FROM codemode_runs WHERE run_id = $1", &[&id]).await.unwrap().get(0);
+    let mut altered = original.clone();
+    let last = altered.len() - 1;
+    altered[last] ^= 0x01;
+    client.execute("UPDATE codemode_runs SET checkpoint = $2 WHERE run_id = $1", &[&id, &altered]).await.unwrap();
+    let err = keyed_store.claim(&id, "keyed", T).await.unwrap_err();
+    assert!(matches!(err, StoreError::Unreadable { .. }), "{err}");
+    assert!(err.to_string().contains("altered"), "{err}");
+    assert_eq!(lease_holder(&url, &id).await, None);
+
+    // Put right, the run is claimed at once by the replica that can open it: no lease of another was in its way.
+    client.execute("UPDATE codemode_runs SET checkpoint = $2 WHERE run_id = $1", &[&id, &original]).await.unwrap();
+    match keyed_store.claim(&id, "keyed", T).await.unwrap() {
+        Claim::Claimed(claimed) => assert_eq!(claimed.source, cp.source),
+        other => panic!("the keyed replica claims the run, got {other:?}"),
+    }
 }

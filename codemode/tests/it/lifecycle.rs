@@ -1,5 +1,6 @@
 //! The run lifecycle of issue 14: required cells never park, the cap counts only runs with host work, a cancelled or
-//! aborted wait releases its run, a refused wait leaves it parked, and timers survive a resume in another process.
+//! aborted wait releases its run, a refused wait leaves it parked, a cell refused at its first dispatch leaves no
+//! broken worker behind, and timers survive a resume in another process.
 //! That `timeoutMs` is wall-clock time is proven without a clock by codemode-vm's `budget::` tests.
 
 use std::sync::Arc;
@@ -58,6 +59,32 @@ async fn cells_without_host_work_run_with_64_runs_parked() {
     // The first dispatch of host work is where a cell needs one.
     let r = exec(&engine, "await echo({}); return 2").await;
     assert_eq!(failure(&r), ("invalid_input".into(), "too many suspended code mode runs.".into()));
+}
+
+#[tokio::test]
+async fn a_cell_refused_at_its_first_dispatch_leaves_no_broken_worker_in_the_pool() {
+    // At most two idle workers, taken first in, first out: three cells after the refusal reach every worker the
+    // pool holds, the refused cell's included if it had gone back.
+    let engine = CodeMode::builder()
+        .limits(Limits { timeout_ms: 2_000, ..Limits::default() })
+        .tools(tools())
+        .host(Arc::new(TestHost::default()))
+        .warm_workers(1)
+        .max_idle_workers(2)
+        .replay_on_resume(true)
+        .build()
+        .expect("engine");
+    for _ in 0..64 {
+        run_id(&exec(&engine, "await yield_control(); return 1").await);
+    }
+    // Refused at its first dispatch: the worker stopped mid-program, waiting for the answer to `echo`.
+    let r = exec(&engine, "const before = 1; await echo({}); return before").await;
+    assert_eq!(failure(&r), ("invalid_input".into(), "too many suspended code mode runs.".into()));
+    let other = RunScope { session_id: Some("another-session".into()), ..RunScope::default() };
+    for i in 0..3 {
+        let code = json!({ "title": "after the refusal", "code": format!("return {i} + 1") });
+        assert_eq!(value(&engine.exec(code, other.clone()).await), json!(i + 1), "cell {i} after the refusal");
+    }
 }
 
 #[tokio::test]

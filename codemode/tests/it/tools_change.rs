@@ -1,7 +1,8 @@
 //! Tools that change while the engine runs (`CodeMode::set_tools`), and nested calls that wait for a person (the
 //! host's `CallContext::pause`): the next cell sees new tools, a parked run resumes while every tool it called is
-//! unchanged (live and by replay) and fails with `invalid_input` naming the tool otherwise, and a call's wait for a
-//! person pauses the deadline on a manual clock.
+//! unchanged (live and by replay) and fails with `invalid_input` naming the tool otherwise, a resumed run keeps the
+//! names it started with (a call of a tool the host no longer has fails catchably, naming it), and a call's wait for
+//! a person pauses the deadline on a manual clock.
 
 use std::sync::Arc;
 
@@ -107,6 +108,78 @@ async fn a_parked_run_fails_naming_a_tool_that_changed_or_went() {
         let (code, message) = failure(&wait(&engine, &id).await);
         assert_eq!(code, "invalid_input", "{message}");
         assert!(message.contains("echo") && message.contains(change), "{message}");
+    }
+}
+
+fn remove_files() -> ToolDefinition {
+    ToolDefinition::new("delete_files", "Deletes files", json!({ "type": "object" }))
+        .source(codemode::ToolSource::Mcp)
+        .server("fs")
+}
+
+fn engine_in(dir: &std::path::Path, tools: Vec<ToolDefinition>) -> CodeMode {
+    CodeMode::builder()
+        .limits(Limits { timeout_ms: 2_000, ..Limits::default() })
+        .tools(tools)
+        .host(Arc::new(Host))
+        .state_dir(Some(dir.to_path_buf()))
+        .warm_workers(1)
+        .build()
+        .expect("the engine builds")
+}
+
+/// Parks after one call, then calls `greet` and `MCP.fs.deleteFiles`, which it never called before it parked,
+/// catching what each throws.
+const CALLS_AFTER_THE_PARK: &str = r#"
+    await echo({ n: 1 });
+    await yield_control('look');
+    const names = [typeof greet, typeof MCP.fs?.deleteFiles];
+    const outcomes = [];
+    for (const call of [() => greet({ who: 'Ada' }), () => MCP.fs.deleteFiles({})]) {
+      try { outcomes.push({ value: await call() }); }
+      catch (e) { outcomes.push({ code: e.code, message: e.message }); }
+    }
+    return { names, outcomes };"#;
+
+/// Checks what [`CALLS_AFTER_THE_PARK`] returned under a host that no longer has `greet` nor `fs.delete_files`:
+/// both names are still there, and each call fails catchably with a code and a message naming its tool.
+fn assert_names_kept_and_calls_refused(done: &CodeModeResult, how: &str) {
+    let done = value(done);
+    assert_eq!(done["names"], json!(["function", "function"]), "{how}: {done}");
+    for (outcome, tool) in done["outcomes"].as_array().expect("outcomes").iter().zip(["greet", "delete_files"]) {
+        assert_eq!(outcome["code"], "invalid_input", "{how}: {outcome}");
+        let message = outcome["message"].as_str().unwrap_or_default();
+        assert!(message.contains(tool) && message.contains("no longer"), "{how}: {message}");
+    }
+}
+
+#[tokio::test]
+async fn a_run_resumed_by_another_engine_without_a_tool_keeps_its_name_and_the_call_fails_catchably() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let id = {
+        let before = engine_in(dir.path(), vec![echo(), greet(), remove_files()]);
+        run_id(&exec(&before, CALLS_AFTER_THE_PARK).await)
+    };
+    let after = engine_in(dir.path(), vec![echo()]);
+    assert_names_kept_and_calls_refused(&wait(&after, &id).await, "another engine");
+}
+
+#[tokio::test]
+async fn a_run_resumed_after_its_tools_went_keeps_their_names_live_and_by_replay() {
+    for replay in [false, true] {
+        let engine = CodeMode::builder()
+            .limits(Limits { timeout_ms: 2_000, ..Limits::default() })
+            .tools(vec![echo(), greet(), remove_files()])
+            .host(Arc::new(Host))
+            .warm_workers(1)
+            .replay_on_resume(replay)
+            .build()
+            .expect("the engine builds");
+        let id = run_id(&exec(&engine, CALLS_AFTER_THE_PARK).await);
+        assert!(engine.set_tools(vec![echo()]).expect("catalog"));
+        assert_names_kept_and_calls_refused(&wait(&engine, &id).await, &format!("replay: {replay}"));
+        // A new cell has the host's names only.
+        assert_eq!(value(&exec(&engine, "return typeof greet").await), json!("undefined"));
     }
 }
 
