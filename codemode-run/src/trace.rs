@@ -59,10 +59,10 @@ pub(crate) fn record_run_id(run_id: &str) {
     record_run_id_on(&Span::current(), run_id);
 }
 
-/// Puts the run id on `span`.
+/// Puts the run id on `span` (a `wait`'s is the client's, cut to [`otel::MAX_ATTRIBUTE_BYTES`]).
 pub(crate) fn record_run_id_on(span: &Span, run_id: &str) {
     if !span.is_disabled() {
-        span.record("codemode.run_id", run_id);
+        span.record("codemode.run_id", otel::client_attribute(run_id));
     }
 }
 
@@ -107,7 +107,8 @@ pub(crate) fn replay(span: &Span) {
 }
 
 /// The tool a request names, when it is a tool call (or an MCP namespace operation), as the checkpoint keeps it
-/// for the spans of a later replay.
+/// for the spans of a later replay. A tool (or server, or operation) the catalog does not have is named
+/// [`otel::OTHER`]: names the program made up never become attributes or metric series.
 pub(crate) fn call_name(inner: &Inner, id: u32, call: &BridgeCall) -> Option<CallName> {
     let method = call.method().as_str().to_owned();
     let (tool, server, write) = match call {
@@ -117,22 +118,28 @@ pub(crate) fn call_name(inner: &Inner, id: u32, call: &BridgeCall) -> Option<Cal
                 entry.definition.server.clone(),
                 entry.definition.effect_class() == EffectClass::Write,
             ),
-            None => (args.tool.clone(), None, false),
+            None => (otel::OTHER.to_owned(), None, false),
         },
         BridgeCall::Namespace(NamespaceArgs { server, target: NamespaceTarget::Tool(tool), .. }) => {
             let ns = inner.catalog.mcp_servers().iter().find(|s| &s.name == server);
-            let write = ns.is_some_and(|ns| {
-                ns.tools.iter().find(|t| &t.name == tool).is_some_and(|t| {
-                    inner
-                        .catalog
-                        .mcp_tool(&ns.global_name, &t.js_name)
-                        .is_some_and(|e| e.definition.effect_class() == EffectClass::Write)
-                })
+            let entry = ns.and_then(|ns| {
+                let known = ns.tools.iter().find(|t| &t.name == tool)?;
+                inner.catalog.mcp_tool(&ns.global_name, &known.js_name)
             });
-            (tool.clone(), Some(server.clone()), write)
+            match entry {
+                Some(entry) => {
+                    (tool.clone(), Some(server.clone()), entry.definition.effect_class() == EffectClass::Write)
+                }
+                None => (otel::OTHER.to_owned(), ns.map(|_| server.clone()), false),
+            }
         }
         BridgeCall::Namespace(NamespaceArgs { server, target: NamespaceTarget::Op(op), .. }) => {
-            (op.clone(), Some(server.clone()), false)
+            let ns = inner.catalog.mcp_servers().iter().find(|s| &s.name == server);
+            let op = match op.as_str() {
+                "resources.list" | "resources.read" | "prompts.list" | "prompts.get" if ns.is_some() => op.clone(),
+                _ => otel::OTHER.to_owned(),
+            };
+            (op, ns.map(|_| server.clone()), false)
         }
         _ => return None,
     };

@@ -22,6 +22,27 @@ pub const EXECUTE_TOOL: &str = "execute_tool";
 /// `mcp.method.name` of a tool call.
 pub const TOOLS_CALL: &str = "tools/call";
 
+/// What `gen_ai.tool.name` (and a span name) says for a tool that does not exist: one value for every made-up name,
+/// so that a client's names make no new metric series and reach no span. The conventions' value for a name outside
+/// the set an instrumentation knows (`http.request.method`'s `_OTHER`).
+pub const OTHER: &str = "_OTHER";
+
+/// Most bytes of an attribute value a client controls (a JSON-RPC request id, a session id, a run id): longer
+/// values are cut to this, on a character boundary.
+pub const MAX_ATTRIBUTE_BYTES: usize = 4096;
+
+/// `value` cut to at most [`MAX_ATTRIBUTE_BYTES`], on a character boundary: for an attribute a client controls.
+pub fn client_attribute(value: &str) -> &str {
+    if value.len() <= MAX_ATTRIBUTE_BYTES {
+        return value;
+    }
+    let mut end = MAX_ATTRIBUTE_BYTES;
+    while !value.is_char_boundary(end) {
+        end -= 1;
+    }
+    &value[..end]
+}
+
 /// `otel.kind` values (tracing-opentelemetry's special fields).
 pub mod kind {
     /// A span for a request this process received.
@@ -292,6 +313,19 @@ mod tests {
         assert!(metrics_installed());
         record_call("echo", "ok", false, None);
         assert_eq!(calls.load(Ordering::Relaxed), 2, "the call made while paused is not recorded");
+    }
+
+    #[test]
+    fn client_attributes_are_cut_on_a_character_boundary() {
+        assert_eq!(client_attribute("req-7"), "req-7");
+        let exact = "a".repeat(MAX_ATTRIBUTE_BYTES);
+        assert_eq!(client_attribute(&exact), exact);
+        // A 3-byte character straddles the limit: the cut falls before it.
+        let straddling = format!("{}€tail", "a".repeat(MAX_ATTRIBUTE_BYTES - 1));
+        assert_eq!(client_attribute(&straddling), "a".repeat(MAX_ATTRIBUTE_BYTES - 1));
+        let long = "é".repeat(20_000);
+        let cut = client_attribute(&long);
+        assert_eq!((cut.len(), cut.chars().all(|c| c == 'é')), (MAX_ATTRIBUTE_BYTES, true));
     }
 
     #[test]

@@ -247,6 +247,17 @@ impl Gateway {
     }
 
     /// The client's view of the gateway now.
+    /// The tool name a span and a metric carry for a `tools/call` of `name`: `name` when this gateway offers it
+    /// (`exec`, `wait`, a direct tool), else [`codemode_telemetry::otel::OTHER`], so that made-up names neither
+    /// reach the exported telemetry nor make new metric series.
+    fn traced_tool_name<'a>(&self, name: &'a str) -> &'a str {
+        if matches!(name, "exec" | "wait") || self.surface().direct.contains_key(name) {
+            name
+        } else {
+            codemode_telemetry::otel::OTHER
+        }
+    }
+
     fn surface(&self) -> Arc<Surface> {
         self.surface.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
@@ -694,9 +705,9 @@ impl ServerHandler for GatewayServer {
             .map(|token| ClientProgress::start(context.peer.clone(), token));
         let cancelled = context.ct.clone().cancelled_owned();
         let transport = if self.session.is_some() { "pipe" } else { "tcp" };
-        let span = server_span(&request, &context, scope.session_id.as_deref(), transport);
+        let span = server_span(&self.gateway, &request, &context, scope.session_id.as_deref(), transport);
         let started = (!span.is_disabled()).then(std::time::Instant::now);
-        let name = request.name.clone();
+        let name = started.map(|_| self.gateway.traced_tool_name(&request.name).to_owned());
         let response = self
             .gateway
             .call(request, &context.meta, scope, approvals, cancelled, progress.clone())
@@ -706,7 +717,9 @@ impl ServerHandler for GatewayServer {
         if let Some(progress) = progress {
             progress.finish().await;
         }
-        server_span_end(&span, &name, started, &response, self.gateway.upstream.redactor());
+        if let (Some(name), Some(started)) = (name, started) {
+            server_span_end(&span, &name, started, &response, self.gateway.upstream.redactor());
+        }
         response
     }
 
@@ -755,24 +768,30 @@ impl ServerHandler for GatewayServer {
 
 /// The SERVER span of one `tools/call` from the client (MCP semantic conventions), continuing the client's trace
 /// when the request's `_meta` carries a W3C `traceparent`. Its fields are evaluated only when the span is enabled.
+/// What the client chose is bounded: a tool this gateway does not offer is named [`otel::OTHER`], and the session
+/// and request ids are cut to [`otel::MAX_ATTRIBUTE_BYTES`].
+///
+/// [`otel::OTHER`]: codemode_telemetry::otel::OTHER
+/// [`otel::MAX_ATTRIBUTE_BYTES`]: codemode_telemetry::otel::MAX_ATTRIBUTE_BYTES
 fn server_span(
+    gateway: &Gateway,
     request: &CallToolRequestParams,
     context: &RequestContext<RoleServer>,
     session: Option<&str>,
     transport: &'static str,
 ) -> tracing::Span {
     use codemode_telemetry::otel;
-    let name = request.name.as_ref();
+    let name = || gateway.traced_tool_name(request.name.as_ref());
     let span = tracing::info_span!(
         target: otel::TARGET,
         "tools/call",
-        "otel.name" = otel::tools_call_name(name).as_str(),
+        "otel.name" = otel::tools_call_name(name()).as_str(),
         "otel.kind" = otel::kind::SERVER,
         "mcp.method.name" = otel::TOOLS_CALL,
         "gen_ai.operation.name" = otel::EXECUTE_TOOL,
-        "gen_ai.tool.name" = name,
-        "mcp.session.id" = session,
-        "jsonrpc.request.id" = context.id.to_string().as_str(),
+        "gen_ai.tool.name" = name(),
+        "mcp.session.id" = session.map(otel::client_attribute),
+        "jsonrpc.request.id" = otel::client_attribute(&context.id.to_string()),
         "network.transport" = transport,
         "error.type" = tracing::field::Empty,
         "otel.status_code" = tracing::field::Empty,
@@ -791,11 +810,10 @@ fn server_span(
 fn server_span_end(
     span: &tracing::Span,
     tool: &str,
-    started: Option<std::time::Instant>,
+    started: std::time::Instant,
     response: &Result<CallToolResponse, ErrorData>,
     redactor: &codemode::Redactor,
 ) {
-    let Some(started) = started else { return };
     let failure = match response {
         Ok(CallToolResponse::Complete(result)) if result.is_error == Some(true) => {
             let field = |key: &str| {

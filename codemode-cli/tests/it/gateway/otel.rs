@@ -18,6 +18,7 @@ use std::time::Duration;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+use opentelemetry_proto::tonic::metrics::v1::{Metric, metric};
 use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
 use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
 use prost::Message as _;
@@ -52,6 +53,8 @@ impl Span {
 struct Received {
     spans: Vec<Span>,
     metrics: Vec<String>,
+    /// Every data point received: its metric's name and its attributes.
+    points: Vec<(String, HashMap<String, String>)>,
 }
 
 /// A minimal OTLP/HTTP receiver on loopback: `POST /v1/traces` and `/v1/metrics` with protobuf bodies.
@@ -98,6 +101,10 @@ impl Receiver {
     fn metrics(&self) -> Vec<String> {
         self.received.0.lock().expect("receiver lock").metrics.clone()
     }
+
+    fn points(&self) -> Vec<(String, HashMap<String, String>)> {
+        self.received.0.lock().expect("receiver lock").points.clone()
+    }
 }
 
 /// Serves one HTTP/1.1 connection: each request's body is decoded and recorded, and answered `200` with an empty
@@ -140,7 +147,12 @@ fn serve(stream: TcpStream, shared: &(Mutex<Received>, Condvar)) {
                     let request = ExportMetricsServiceRequest::decode(body.as_slice()).expect("OTLP metrics protobuf");
                     for resource in request.resource_metrics {
                         for scope in resource.scope_metrics {
-                            received.metrics.extend(scope.metrics.into_iter().map(|m| m.name));
+                            for metric in scope.metrics {
+                                for point in point_attributes(&metric) {
+                                    received.points.push((metric.name.clone(), point));
+                                }
+                                received.metrics.push(metric.name);
+                            }
                         }
                     }
                 }
@@ -152,6 +164,18 @@ fn serve(stream: TcpStream, shared: &(Mutex<Received>, Condvar)) {
         if writer.write_all(answer.as_bytes()).is_err() {
             return;
         }
+    }
+}
+
+/// The attributes of each data point of `metric`.
+fn point_attributes(metric: &Metric) -> Vec<HashMap<String, String>> {
+    match &metric.data {
+        Some(metric::Data::Histogram(h)) => h.data_points.iter().map(|p| attrs(&p.attributes)).collect(),
+        Some(metric::Data::Sum(s)) => s.data_points.iter().map(|p| attrs(&p.attributes)).collect(),
+        Some(metric::Data::Gauge(g)) => g.data_points.iter().map(|p| attrs(&p.attributes)).collect(),
+        Some(metric::Data::ExponentialHistogram(h)) => h.data_points.iter().map(|p| attrs(&p.attributes)).collect(),
+        Some(metric::Data::Summary(s)) => s.data_points.iter().map(|p| attrs(&p.attributes)).collect(),
+        None => Vec::new(),
     }
 }
 
@@ -529,4 +553,151 @@ async fn client_spans_to_a_streamable_http_upstream_carry_the_session_the_server
     let stdio = one(clients.iter().copied(), "stdio client span", |s| s.attr("codemode.server") == Some("everything"));
     assert_eq!(stdio.attr("network.transport"), Some("pipe"));
     assert_eq!(stdio.attr("mcp.session.id"), None, "{stdio:#?}");
+}
+
+/// A gateway process spoken to line by line (raw JSON-RPC on its stdio), so that a test can send what rmcp's client
+/// never would: a request id of any length.
+struct RawGateway {
+    child: tokio::process::Child,
+    stdin: Option<tokio::process::ChildStdin>,
+    stdout: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+impl RawGateway {
+    async fn start(config: &Path, state: &Path, otlp: &str, service: &str) -> RawGateway {
+        use tokio::io::AsyncBufReadExt as _;
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_codemode"))
+            .arg("mcp")
+            .arg("--config")
+            .arg(config)
+            .arg("--state-dir")
+            .arg(state)
+            .arg("--session")
+            .arg("otel-raw")
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", otlp)
+            .env("OTEL_SERVICE_NAME", service)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the codemode binary starts");
+        let stdin = child.stdin.take().expect("piped stdin");
+        let stdout = tokio::io::BufReader::new(child.stdout.take().expect("piped stdout")).lines();
+        let mut raw = RawGateway { child, stdin: Some(stdin), stdout };
+        let hello = raw
+            .request(json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "raw", "version": "0" } } }))
+            .await;
+        assert!(hello.get("result").is_some(), "{hello}");
+        raw.send(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" })).await;
+        raw
+    }
+
+    async fn send(&mut self, message: &Value) {
+        use tokio::io::AsyncWriteExt as _;
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        let mut line = serde_json::to_vec(message).expect("JSON");
+        line.push(b'\n');
+        stdin.write_all(&line).await.expect("the gateway reads stdin");
+        stdin.flush().await.expect("flush");
+    }
+
+    /// Sends `message` and returns the answer with its id (notifications in between are skipped).
+    async fn request(&mut self, message: Value) -> Value {
+        self.send(&message).await;
+        let read = async {
+            loop {
+                let line = self.stdout.next_line().await.expect("stdout reads").expect("the gateway is running");
+                let answer: Value = serde_json::from_str(&line).expect("every stdout line is JSON");
+                if answer.get("id") == message.get("id") {
+                    return answer;
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(60), read).await.expect("the gateway answers within a minute")
+    }
+
+    /// Closes stdin and waits for the gateway to exit (it flushes its export first).
+    async fn end(mut self) {
+        drop(self.stdin.take());
+        let status = tokio::time::timeout(Duration::from_secs(120), self.child.wait())
+            .await
+            .expect("the gateway exits once its client is gone")
+            .expect("gateway exit status");
+        assert!(status.success(), "the gateway exits cleanly: {status}");
+    }
+}
+
+#[tokio::test]
+async fn what_a_client_makes_up_is_bounded_in_spans_and_metrics() {
+    // The bound the gateway keeps every attribute a client controls under (`otel::MAX_ATTRIBUTE_BYTES`).
+    const MAX: usize = 4096;
+    let receiver = Receiver::start();
+    let (dir, config) = fixture("timeoutMs = 20000", "");
+    let mut gateway =
+        RawGateway::start(&config, &dir.path().join("state"), &receiver.endpoint(), "codemode-bounded").await;
+    // Made-up tool names of 20 KB (one with multi-byte characters), under a request id of 20 KB.
+    let long_id = "r".repeat(20_000);
+    for (i, name) in ["x".repeat(20_000), "é".repeat(10_000), "delete_everything".to_owned()].into_iter().enumerate() {
+        let id = if i == 0 { json!(long_id) } else { json!(i) };
+        let answer = gateway
+            .request(json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call",
+                             "params": { "name": name, "arguments": {} } }))
+            .await;
+        assert!(answer.get("error").is_some(), "a made-up tool is refused: {answer:.300}");
+    }
+    // A wait on a made-up run id of 20 KB, and an exec (both real tools).
+    let answer = gateway
+        .request(json!({ "jsonrpc": "2.0", "id": 10, "method": "tools/call",
+                         "params": { "name": "wait", "arguments": { "runId": "cm_".repeat(7_000) } } }))
+        .await;
+    assert_eq!(answer["result"]["isError"], true, "{answer:.300}");
+    let answer = gateway
+        .request(json!({ "jsonrpc": "2.0", "id": 11, "method": "tools/call",
+                         "params": { "name": "exec", "arguments": { "title": "t", "code": "return 1" } } }))
+        .await;
+    assert_eq!(answer["result"]["isError"], false, "{answer:.300}");
+    gateway.end().await;
+
+    let spans = receiver.wait_for("the five SERVER spans", |r| {
+        r.spans.iter().filter(|s| s.service == "codemode-bounded" && s.kind == SpanKind::Server).count() == 5
+    });
+    let servers: Vec<&Span> =
+        spans.iter().filter(|s| s.service == "codemode-bounded" && s.kind == SpanKind::Server).collect();
+    let names: Vec<&str> = servers.iter().map(|s| s.attr("gen_ai.tool.name").unwrap_or_default()).collect();
+    assert_eq!(names.iter().filter(|n| **n == "_OTHER").count(), 3, "made-up tools are one value: {names:?}");
+    assert!(names.contains(&"wait") && names.contains(&"exec"), "{names:?}");
+    for span in servers.iter().filter(|s| s.attr("gen_ai.tool.name") == Some("_OTHER")) {
+        assert_eq!(span.name, "tools/call _OTHER");
+    }
+    let cut = one(servers.iter().copied(), "the span of the long request id", |s| {
+        s.attr("jsonrpc.request.id").is_some_and(|id| id.starts_with("rrr"))
+    });
+    assert_eq!(cut.attr("jsonrpc.request.id").map(str::len), Some(MAX), "the request id is cut to 4 KiB");
+    let wait = spans
+        .iter()
+        .find(|s| s.service == "codemode-bounded" && s.name == "execute_tool wait")
+        .expect("the wait's span");
+    assert_eq!(wait.attr("codemode.run_id").map(str::len), Some(MAX), "the run id is cut to 4 KiB");
+    // No attribute of any span, nor any span name, carries more than the limit; nothing made up reaches one.
+    for span in spans.iter().filter(|s| s.service == "codemode-bounded") {
+        assert!(span.name.len() <= MAX, "{}", &span.name[..100]);
+        for (key, value) in &span.attrs {
+            assert!(value.len() <= MAX, "{key} on {} holds {} bytes", span.name, value.len());
+            assert!(!value.contains("delete_everything") && !value.contains("xxxx") && !value.contains("éé"));
+        }
+    }
+    // The server metric has one series for every made-up tool.
+    let points = receiver.points();
+    let tools: std::collections::BTreeSet<&str> = points
+        .iter()
+        .filter(|(name, _)| name == "mcp.server.operation.duration")
+        .filter_map(|(_, attrs)| attrs.get("gen_ai.tool.name").map(String::as_str))
+        .collect();
+    assert_eq!(tools, ["_OTHER", "exec", "wait"].into_iter().collect(), "{points:?}");
+    for (name, attrs) in &points {
+        for (key, value) in attrs {
+            assert!(value.len() <= MAX, "{key} of {name} holds {} bytes", value.len());
+        }
+    }
 }
