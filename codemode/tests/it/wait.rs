@@ -183,10 +183,12 @@ async fn an_owner_past_its_share_of_suspended_runs_fails_at_its_first_call_and_o
     let cell = json!({ "title": "parks", "code": "await yield_control('p'); return 1" });
     run_id(&engine.exec(cell.clone(), scope("alice")).await);
     run_id(&engine.exec(cell.clone(), scope("bob")).await);
-    let refused = engine.exec(cell, scope("alice")).await;
+    let refused = engine.exec(cell.clone(), scope("alice")).await;
     let (code, message) = failure(&refused);
     assert_eq!(code, "invalid_input");
     assert!(message.contains("its share (max_suspended_runs) of the 64 places"), "{message}");
+    // The refusal took nothing from anyone else (nor broke the worker it ran in).
+    run_id(&engine.exec(cell, scope("carol")).await);
 }
 
 #[tokio::test]

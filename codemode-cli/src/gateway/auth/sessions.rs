@@ -86,11 +86,6 @@ impl Sessions {
         self.lock().get(id).map(|open| open.owner.clone())
     }
 
-    /// How many sessions `owner` has open.
-    pub fn count(&self, owner: &str) -> usize {
-        self.lock().values().filter(|open| open.owner == owner).count()
-    }
-
     /// Starts a request on session `id` (a `POST`); `None` for a session that is not open.
     pub fn begin(&self, id: &str) -> Option<Busy> {
         let open = self.lock();

@@ -62,6 +62,8 @@ async fn a_principal_parks_only_its_share_of_runs_and_another_principal_still_pa
         ),
         "{error}"
     );
+    // Refused, alice took nothing from carol, who parks again.
+    run_id(&exec(&carol, PARKS).await);
 }
 
 #[tokio::test]
