@@ -80,7 +80,17 @@ pub(crate) fn dispatch(
                 id,
                 call: BridgeCall::CallValue(CallValueArgs { tool: tool.clone(), args: Some(tool_args.clone()) }),
             };
-            let ask = match gate(inner, &mut parts, id, method, entry, &tool, &tool_args, request) {
+            let ask = match gate(
+                inner,
+                &mut parts,
+                id,
+                method,
+                entry.decision,
+                || Gated::of(entry),
+                &tool,
+                &tool_args,
+                request,
+            ) {
                 Gate::Run => None,
                 Gate::Refuse(value) => return settle(parts, value),
                 Gate::Ask(ask) => Some(ask),
@@ -151,7 +161,17 @@ pub(crate) fn dispatch(
                         }),
                     };
                     let path = entry.callable_name.clone();
-                    match gate(inner, &mut parts, id, method, entry, &path, &call_args, request) {
+                    match gate(
+                        inner,
+                        &mut parts,
+                        id,
+                        method,
+                        entry.decision,
+                        || Gated::of(entry),
+                        &path,
+                        &call_args,
+                        request,
+                    ) {
                         Gate::Run => record_write(&mut parts, id, method, entry, &call_args),
                         Gate::Refuse(value) => return settle(parts, value),
                         Gate::Ask(gated) => ask = Some(gated),
@@ -165,7 +185,36 @@ pub(crate) fn dispatch(
                         invalid("MCP namespace operations are not replay-safe; restartSafe cells cannot use them"),
                     );
                 }
-                NamespaceTarget::Op(_) => {}
+                NamespaceTarget::Op(op) => {
+                    // Reading a resource or getting a prompt hands the program a server's content, as a read-class
+                    // tool does: the policy decides it at `<server>.resources.read` / `<server>.prompts.get`. The
+                    // lists are discovery, as `catalog` and `API` are, and are never gated.
+                    let policy = inner.catalog.options().policy.as_ref();
+                    if let Some(policy) = policy.filter(|_| matches!(op.as_str(), "resources.read" | "prompts.get")) {
+                        let key = format!("{server}.{op}");
+                        let decision = policy.decide(&key, EffectClass::Read);
+                        let request = || BridgeRequest {
+                            id,
+                            call: BridgeCall::Namespace(NamespaceArgs {
+                                server: server.clone(),
+                                target: target.clone(),
+                                args: Some(call_args.clone()),
+                            }),
+                        };
+                        let gated = || Gated {
+                            name: key.clone(),
+                            key: key.clone(),
+                            class: EffectClass::Read,
+                            server: Some(server.clone()),
+                        };
+                        let path = format!("MCP.{}.{op}", ns.global_name);
+                        match gate(inner, &mut parts, id, method, decision, gated, &path, &call_args, request) {
+                            Gate::Run => {}
+                            Gate::Refuse(value) => return settle(parts, value),
+                            Gate::Ask(gated) => ask = Some(gated),
+                        }
+                    }
+                }
             }
             parts.scope.count_call();
             *parts.dispatch_started = true;
@@ -515,39 +564,59 @@ pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Applies the tool policy to a call of `entry` at `path` (the callable path the program used). `request` rebuilds
-/// the guest's request, for a call that must wait for a person.
+/// What the policy knows of a gated call: built only for a call the policy does not simply allow.
+struct Gated {
+    /// The tool's own name (an operation's policy path), for messages and the approval request.
+    name: String,
+    /// The policy path (`<server>.<tool>`, a native tool's name, `<server>.resources.read`): what rules match and
+    /// what `ApproveForRun` remembers.
+    key: String,
+    class: EffectClass,
+    server: Option<String>,
+}
+
+impl Gated {
+    fn of(entry: &CatalogEntry) -> Gated {
+        let def = &entry.definition;
+        Gated {
+            name: def.name.clone(),
+            key: codemode_catalog::policy_path(def),
+            class: def.effect_class(),
+            server: def.server.clone(),
+        }
+    }
+}
+
+/// Applies the tool policy's `decision` to a call at `path` (the callable path the program used); `gated` says
+/// what is called, for a decision other than allow. `request` rebuilds the guest's request, for a call that must
+/// wait for a person.
 #[allow(clippy::too_many_arguments)]
 fn gate(
     inner: &Arc<Inner>,
     parts: &mut RunParts<'_>,
     id: u32,
     method: BridgeMethod,
-    entry: &CatalogEntry,
+    decision: Decision,
+    gated: impl FnOnce() -> Gated,
     path: &str,
     args: &Value,
     request: impl FnOnce() -> BridgeRequest,
 ) -> Gate {
-    let def = &entry.definition;
-    let policy = || inner.catalog.options().policy.as_ref();
-    match entry.decision {
-        Decision::Allow => return Gate::Run,
-        Decision::Deny => {
-            let why = policy().map_or_else(String::new, |p| {
-                format!(" by {}", p.explain(&codemode_catalog::policy_path(def), def.effect_class()))
-            });
-            return Gate::Refuse(SettlementValue::err(
-                BridgeErrorCode::Denied,
-                format!(
-                    "tool \"{}\" is denied by the tool policy{why}; the call did not run. Retrying will not help: \
-                     do without it, or tell the user the task needs it",
-                    def.name
-                ),
-            ));
-        }
-        Decision::Ask => {}
+    if decision == Decision::Allow {
+        return Gate::Run;
     }
-    let key = codemode_catalog::policy_path(def);
+    let Gated { name, key, class, server } = gated();
+    let policy = || inner.catalog.options().policy.as_ref();
+    if decision == Decision::Deny {
+        let why = policy().map_or_else(String::new, |p| format!(" by {}", p.explain(&key, class)));
+        return Gate::Refuse(SettlementValue::err(
+            BridgeErrorCode::Denied,
+            format!(
+                "tool \"{name}\" is denied by the tool policy{why}; the call did not run. Retrying will not help: \
+                 do without it, or tell the user the task needs it"
+            ),
+        ));
+    }
     if lock(parts.approvals.approved).contains(&key) {
         return Gate::Run;
     }
@@ -559,7 +628,7 @@ fn gate(
             lock(parts.approvals.approved).insert(key);
             return Gate::Run;
         }
-        Some(ApprovalDecision::Deny) => return Gate::Refuse(denied_by_person(&def.name)),
+        Some(ApprovalDecision::Deny) => return Gate::Refuse(denied_by_person(&name)),
         _ => {}
     }
     let Some(approver) = parts.approvals.approver.clone() else {
@@ -568,28 +637,27 @@ fn gate(
             _ => Gate::Refuse(SettlementValue::err(
                 BridgeErrorCode::Denied,
                 format!(
-                    "tool \"{}\" needs a person's approval and nobody can be asked here, so the policy's fallback \
-                     denied it; the call did not run. Retrying will not help: do without it, or tell the user the \
-                     task needs it",
-                    def.name
+                    "tool \"{name}\" needs a person's approval and nobody can be asked here, so the policy's \
+                     fallback denied it; the call did not run. Retrying will not help: do without it, or tell the \
+                     user the task needs it"
                 ),
             )),
         };
     };
     let shown = preview(parts.redactor, args, APPROVAL_PREVIEW_BYTES);
-    let (cx, fire_abort) = call_context(parts, id, method, def.server.as_deref());
+    let (cx, fire_abort) = call_context(parts, id, method, server.as_deref());
     let approval_request =
-        ApprovalRequest::new(def.name.clone(), path, shown.clone(), cx).with_title(parts.approvals.title.clone());
+        ApprovalRequest::new(name.clone(), path, shown.clone(), cx).with_title(parts.approvals.title.clone());
     parts.asked.push(AskedCall {
         request: request(),
-        approval: PendingApproval { call_id, tool: def.name.clone(), path: path.to_owned(), preview: shown },
+        approval: PendingApproval { call_id, tool: name, path: path.to_owned(), preview: shown },
         deferred: false,
     });
     Gate::Ask(Box::new(Ask {
         approver,
         request: approval_request,
         key,
-        write: def.effect_class() == EffectClass::Write,
+        write: class == EffectClass::Write,
         id,
         approved: parts.approvals.approved.clone(),
         turn: parts.approvals.turn.clone(),
