@@ -2,10 +2,10 @@
 //! runs in a supervised worker process where every hidden tool is an async global.
 //!
 //! This facade composes the lower crates into [`CodeMode`] (`surface`, `exec`, `wait`, `abort`) and re-exports them
-//! à la carte. It is not only wiring yet: it also drives runs (`run`), applies the dispatch policy to bridge
-//! requests (`dispatch`: catalog membership, restart safety, input contracts), keeps the result store (`results`)
-//! and decides activation (`activation`). Invariant: guest failures come back as `failed` results, never as `Err`,
-//! and a suspended run is never dropped silently.
+//! à la carte. It builds the engine and checks the model's input through the surface; driving a run, dispatching its
+//! bridge requests and keeping its results is `codemode-run`'s (re-exported as [`run`]), and the only logic of its
+//! own besides the builder is activation (`activation`: whether code mode owns the tool surface). Invariant: guest
+//! failures come back as `failed` results, never as `Err`, and a suspended run is never dropped silently.
 //!
 //! ```no_run
 //! use std::sync::Arc;
