@@ -2,7 +2,9 @@
 //! enables its `engine-api` feature), a `//!` header on every Rust file, `[lints] workspace = true` in every crate,
 //! that every declared dependency is named in the crate's code and that ARCHITECTURE.md's "may depend on" column
 //! matches the manifests (`deps`); `cargo xtask bench-medians` prints the median of every criterion
-//! benchmark measured so far (criterion's summary line shows the mean, the README reports medians).
+//! benchmark measured so far (criterion's summary line shows the mean, the README reports medians);
+//! `cargo xtask snapshots <references>` fails on an insta snapshot file no test referenced (`.ci/run` runs the tests
+//! with `INSTA_SNAPSHOT_REFERENCES_FILE`, which insta appends every snapshot file an assertion reads to).
 //!
 //! The same check runs as a `#[test]`, so a plain `cargo test` enforces it. It reads `cargo metadata`; it never
 //! changes a file.
@@ -56,7 +58,22 @@ fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
-        _ => bail!("usage: cargo xtask tidy | cargo xtask bench-medians"),
+        "snapshots" => {
+            let references = std::env::args().nth(2).context("usage: cargo xtask snapshots <references file>")?;
+            let unreferenced = unreferenced_snapshots(&workspace_root(), Path::new(&references))?;
+            if unreferenced.is_empty() {
+                println!("snapshots: every snapshot file is referenced");
+                return Ok(());
+            }
+            for path in &unreferenced {
+                eprintln!(
+                    "snapshots: {}: no test references it (fix: delete it, or restore its assertion)",
+                    path.display()
+                );
+            }
+            bail!("{} unreferenced snapshot file(s)", unreferenced.len())
+        }
+        _ => bail!("usage: cargo xtask tidy | cargo xtask bench-medians | cargo xtask snapshots <references file>"),
     }
 }
 
@@ -94,6 +111,39 @@ fn human(ns: f64) -> String {
         ns if ns >= 1e3 => format!("{:.1} µs", ns / 1e3),
         ns => format!("{ns:.0} ns"),
     }
+}
+
+/// The `.snap` files under `root` (outside `target`, `vendor` and `node_modules`) that `references`, the file insta
+/// appended every snapshot file it asserted against to, does not name; sorted.
+///
+/// # Errors
+///
+/// A references file that cannot be read (the tests did not run with `INSTA_SNAPSHOT_REFERENCES_FILE`), or a folder
+/// that cannot be listed.
+fn unreferenced_snapshots(root: &Path, references: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let text = std::fs::read_to_string(references).with_context(|| {
+        format!("reading {} (run the tests with INSTA_SNAPSHOT_REFERENCES_FILE set to it first)", references.display())
+    })?;
+    let canonical = |path: &Path| path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    let referenced: std::collections::BTreeSet<PathBuf> =
+        text.lines().filter(|l| !l.trim().is_empty()).map(|l| canonical(Path::new(l.trim()))).collect();
+    let mut unreferenced = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).with_context(|| format!("listing {}", dir.display()))? {
+            let path = entry?.path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            if path.is_dir() {
+                if !matches!(name, "target" | "vendor" | "node_modules" | ".git") {
+                    stack.push(path);
+                }
+            } else if name.ends_with(".snap") && !referenced.contains(&canonical(&path)) {
+                unreferenced.push(path);
+            }
+        }
+    }
+    unreferenced.sort();
+    Ok(unreferenced)
 }
 
 fn workspace_root() -> PathBuf {
@@ -179,6 +229,32 @@ fn check_headers(dir: &Path, problems: &mut Vec<String>) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_snapshot_file_no_test_asserted_against_is_reported() {
+        let dir = tempfile_dir();
+        let snapshots = dir.join("crate/tests/it/snapshots");
+        std::fs::create_dir_all(&snapshots).expect("snapshots folder");
+        std::fs::create_dir_all(dir.join("target/x/snapshots")).expect("target folder");
+        for name in ["it__used.snap", "it__stale.snap"] {
+            std::fs::write(snapshots.join(name), "---\n").expect("snapshot");
+        }
+        std::fs::write(dir.join("target/x/snapshots/ignored.snap"), "").expect("snapshot under target");
+        let references = dir.join("references");
+        std::fs::write(&references, format!("{}\n", snapshots.join("it__used.snap").display())).expect("references");
+        let found = super::unreferenced_snapshots(&dir, &references).expect("the check runs");
+        assert_eq!(found, [snapshots.join("it__stale.snap")]);
+        assert!(super::unreferenced_snapshots(&dir, &dir.join("missing")).is_err(), "no references file is an error");
+        std::fs::remove_dir_all(&dir).expect("clean up");
+    }
+
+    /// A fresh folder under the system's temp folder (xtask has no tempfile dependency).
+    fn tempfile_dir() -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("xtask-snapshots-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        dir
+    }
+
     #[test]
     fn tidy() {
         let problems = super::tidy(&super::workspace_root()).expect("tidy runs");

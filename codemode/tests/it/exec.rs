@@ -1,7 +1,6 @@
 //! The exec path: values, output, tool calls (sequential, parallel, detached), errors, limits, worker replacement.
 
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
 
 use serde_json::json;
 
@@ -70,12 +69,16 @@ async fn syntax_errors_fail_before_any_dispatch() {
 
 #[tokio::test]
 async fn parallel_calls_are_dispatched_concurrently() {
-    let (engine, host) = engine();
-    let started = Instant::now();
-    let r = exec(&engine, "const r = await Promise.all([...Array(10).keys()].map(i => slow({ms: 200, tag: i}))); return r.map(x => x.tag)").await;
+    // Each `meet` answers only once all ten are in flight at once: calls dispatched one after another would hold
+    // the first until the cell's deadline, and the cell would fail.
+    let (engine, host) = crate::support::gated_engine();
+    let r = exec(
+        &engine,
+        "const r = await Promise.all([...Array(10).keys()].map(i => meet({n: 10, tag: i}))); return r.map(x => x.tag)",
+    )
+    .await;
     assert_eq!(value(&r), json!([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]));
     assert_eq!(host.max_concurrent.load(Ordering::SeqCst), 10);
-    assert!(started.elapsed() < Duration::from_millis(1500), "took {:?}", started.elapsed());
 }
 
 #[tokio::test]
@@ -106,13 +109,12 @@ async fn infinite_loops_time_out_and_keep_output() {
         "console.log('before'); [1].forEach(() => { for (;;) {} })",
         "console.log('before'); /^(a+)+$/.test('a'.repeat(40) + 'b')",
     ] {
-        let started = Instant::now();
+        // The deadline is the only way out of these loops: the timeout result itself is the event.
         let r = exec(&engine, code).await;
         let (code_, error) = failure(&r);
         assert_eq!(code_, "timeout", "{code}");
         assert_eq!(error, "code mode timeout exceeded");
         assert_eq!(texts(&r), vec!["before"], "{code}");
-        assert!(started.elapsed() < Duration::from_millis(2_000 + 2_000), "{code}: {:?}", started.elapsed());
         assert_eq!(value(&exec(&engine, "return 1 + 1").await), json!(2), "next cell after {code}");
     }
 }

@@ -9,13 +9,29 @@ use codemode::bridge::{CallContext, ToolError, ToolHost};
 use codemode::{CodeMode, CodeModeResult, Limits, RunScope, ToolDefinition};
 use serde_json::{Value, json};
 
-/// A tool host with a few real tools: `echo`, `add`, `fail`, `slow` (sleeps `ms`), `DOMException` (a name the
-/// guest reserves), and a call counter.
+/// A tool host with a few real tools: `echo`, `add`, `fail`, `slow` (sleeps `ms`), `meet` (answers once `n` calls of
+/// it are in flight at once), `hold` (answers never; says when it started and when its future was dropped),
+/// `DOMException` (a name the guest reserves), and a call counter.
 #[derive(Default)]
 pub struct TestHost {
     pub calls: AtomicUsize,
     pub concurrent: AtomicUsize,
     pub max_concurrent: AtomicUsize,
+    /// `meet` calls that have arrived so far.
+    pub met: tokio::sync::watch::Sender<usize>,
+    /// `hold` calls started so far.
+    pub held: tokio::sync::watch::Sender<usize>,
+    /// `hold` calls whose future was dropped (cancelled) so far.
+    pub dropped: tokio::sync::watch::Sender<usize>,
+}
+
+/// Counts a dropped `hold` call when its future is dropped.
+struct Dropped<'a>(&'a tokio::sync::watch::Sender<usize>);
+
+impl Drop for Dropped<'_> {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n += 1);
+    }
 }
 
 #[async_trait]
@@ -34,6 +50,22 @@ impl ToolHost for TestHost {
                 tokio::time::sleep(Duration::from_millis(args["ms"].as_u64().unwrap_or(50))).await;
                 self.concurrent.fetch_sub(1, Ordering::SeqCst);
                 Ok(json!({ "slept": args["ms"], "tag": args["tag"] }))
+            }
+            "meet" => {
+                // Dispatched one at a time, the first call would wait here until the cell's deadline.
+                let now = self.concurrent.fetch_add(1, Ordering::SeqCst) + 1;
+                self.max_concurrent.fetch_max(now, Ordering::SeqCst);
+                let n = args["n"].as_u64().unwrap_or(1) as usize;
+                self.met.send_modify(|met| *met += 1);
+                let _ = self.met.subscribe().wait_for(|met| *met >= n).await;
+                self.concurrent.fetch_sub(1, Ordering::SeqCst);
+                Ok(json!({ "tag": args["tag"] }))
+            }
+            "hold" => {
+                let _dropped = Dropped(&self.dropped);
+                self.held.send_modify(|n| *n += 1);
+                std::future::pending::<()>().await;
+                Ok(json!(null))
             }
             other => Err(ToolError::new(format!("no tool {other}"))),
         }
@@ -64,6 +96,22 @@ pub fn engine_with(limits: Limits, replay: bool) -> (CodeMode, Arc<TestHost>) {
         .host(host.clone())
         .warm_workers(1)
         .replay_on_resume(replay)
+        .build()
+        .expect("the engine builds (is codemode-worker built? cargo build -p codemode-vm --bin codemode-worker)");
+    (engine, host)
+}
+
+/// [`engine`] with two more tools that answer on events instead of after a time: `meet` and `hold`.
+pub fn gated_engine() -> (CodeMode, Arc<TestHost>) {
+    let host = Arc::new(TestHost::default());
+    let mut tools = tools();
+    tools.push(tool("meet", json!({ "type": "object", "properties": { "n": { "type": "integer" }, "tag": {} } })));
+    tools.push(tool("hold", json!({ "type": "object" })));
+    let engine = CodeMode::builder()
+        .limits(Limits { timeout_ms: 2_000, ..Limits::default() })
+        .tools(tools)
+        .host(host.clone())
+        .warm_workers(1)
         .build()
         .expect("the engine builds (is codemode-worker built? cargo build -p codemode-vm --bin codemode-worker)");
     (engine, host)

@@ -275,3 +275,27 @@ fn the_python_sdk_client_gets_progress_upstream_logs_and_a_returned_image() {
         assert_eq!(image["contentIndex"], 1, "{mode}: {out}");
     }
 }
+
+#[tokio::test]
+async fn concurrent_execs_are_served_concurrently() {
+    let (_dir, config) = fixture("timeoutMs = 60000", "");
+    let mut client = Client::start(&config, false).await;
+    let peer = client.service.peer().clone();
+    let mut params = CallToolRequestParams::new("exec");
+    let code = "await MCP.everything.triggerLongRunningOperation({ duration: 30, steps: 30 }); return 'slow';";
+    params.arguments = exec_args(code).as_object().cloned();
+    let slow = tokio::spawn(async move { peer.call_tool_once(params).await });
+    // The gateway's progress says the slow cell's call has started: the quick cell is sent while it is open, and
+    // must not queue behind it (the slow call runs for 30 s, the quick cell is answered long before).
+    loop {
+        if let Heard::Progress(p) = client.next().await
+            && p.message.as_deref().is_some_and(|m| m.starts_with("started MCP.everything"))
+        {
+            break;
+        }
+    }
+    let quick = client.result("exec", exec_args("return 'quick';")).await;
+    assert_eq!(quick["value"], "quick", "{quick}");
+    assert!(!slow.is_finished(), "the quick cell was answered while the slow cell's call was open");
+    slow.abort();
+}

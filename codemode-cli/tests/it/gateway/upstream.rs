@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use codemode_bridge::{CallContext, ToolHost};
+use codemode_bridge::{CallContext, ProgressSink, ToolHost};
 use codemode_catalog::ToolSource;
 use codemode_cli::gateway::{Error, GatewayConfig, UpstreamManager};
 use serde_json::{Value, json};
@@ -122,13 +122,24 @@ async fn killed_server_fails_the_call_and_restarts_on_the_next() {
     let (_dir, _config, up) = start("").await;
     let up = std::sync::Arc::new(up);
     let pid = up.pid("everything").await.expect("eager server runs");
+    // The server's first progress report says the call is running in it; the server is killed then.
+    let (reported, mut progress) = tokio::sync::mpsc::unbounded_channel();
+    let mut context = cx("everything");
+    context.progress = ProgressSink::new(
+        Some(std::sync::Arc::new(move |report| {
+            let _ = reported.send(report);
+        })),
+        "run",
+        "bridge:call:1",
+    );
     let slow = {
         let up = up.clone();
         tokio::spawn(async move {
-            up.call_tool("trigger-long-running-operation", json!({"duration": 10, "steps": 2}), cx("everything")).await
+            up.call_tool("trigger-long-running-operation", json!({"duration": 30, "steps": 30}), context).await
         })
     };
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let first = tokio::time::timeout(Duration::from_secs(60), progress.recv()).await;
+    assert!(first.is_ok_and(|report| report.is_some()), "the server reports progress on the running call");
     kill(pid);
     let failed = tokio::time::timeout(Duration::from_secs(10), slow)
         .await
