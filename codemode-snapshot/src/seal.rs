@@ -47,6 +47,17 @@ pub enum KeyError {
     /// Two keys share an id.
     #[error("state key id {0:?} is given twice; every key needs its own id")]
     Duplicate(String),
+    /// The key file can be read or written by its group or by others.
+    #[error(
+        "state key file {path} is accessible by group or others (mode {mode:04o}): run `chmod 600 {path}` so that \
+         only its owner can read it"
+    )]
+    FileMode {
+        /// The file.
+        path: String,
+        /// Its permission bits.
+        mode: u32,
+    },
     /// The key file could not be read.
     #[error("state key file {path} could not be read: {reason}")]
     File {
@@ -163,14 +174,24 @@ impl Keyring {
         Ok(Keyring { keys })
     }
 
-    /// The keys of a key file (see [`Keyring::parse`]).
+    /// The keys of a key file (see [`Keyring::parse`]). Like ssh with a private key, a file that its group or
+    /// others may read or write is refused (on Unix): its keys cannot be trusted to be secret.
     ///
     /// # Errors
     ///
-    /// The file cannot be read, or its keys cannot be parsed.
+    /// The file cannot be read, is open to group or others ([`KeyError::FileMode`]), or its keys cannot be parsed.
     pub fn from_file(path: &Path) -> Result<Keyring, KeyError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| KeyError::File { path: path.display().to_string(), reason: e.to_string() })?;
+        let file_error = |e: std::io::Error| KeyError::File { path: path.display().to_string(), reason: e.to_string() };
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            // The mode of the file itself, through any symbolic link, as the read below sees it.
+            let mode = std::fs::metadata(path).map_err(file_error)?.permissions().mode() & 0o7777;
+            if mode & 0o077 != 0 {
+                return Err(KeyError::FileMode { path: path.display().to_string(), mode });
+            }
+        }
+        let text = std::fs::read_to_string(path).map_err(file_error)?;
         Keyring::parse(&text)
     }
 

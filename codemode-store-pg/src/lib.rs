@@ -10,6 +10,7 @@
 //! only takes a run whose lease is free or expired, so at most one replica holds a run at a time.
 
 mod schema;
+mod url;
 
 pub mod harness;
 
@@ -27,6 +28,7 @@ use tokio::sync::broadcast;
 use tokio_postgres::NoTls;
 
 pub use schema::SCHEMA_VERSION;
+pub use url::{PASSWORD_MASK, redact_url};
 
 /// The channel replicas `NOTIFY` on when a run is parked again or gone: the payload is `<run id>:<generation>`.
 pub const CHANNEL: &str = "codemode_runs";

@@ -5,7 +5,9 @@
 //!
 //! It never changes what runs: only copies made for people pass through it. Invariant: masks are whole and stable,
 //! so redacting a redacted text returns it unchanged (a match that touches an existing mask is left alone), and a
-//! text cut to a cap never ends in the visible start of a secret or token.
+//! text cut to a cap never ends in the visible start of a secret or token. A registered secret is masked as written
+//! and as JSON escapes it once and twice (previews are JSON, and their strings often hold JSON), since a secret
+//! holding `"`, `\` or a control character is spelled differently there.
 
 use std::borrow::Cow;
 use std::sync::LazyLock;
@@ -123,6 +125,9 @@ pub struct PatternError {
 /// Masks token shapes, registered secrets and configured patterns.
 #[derive(Clone, Debug, Default)]
 pub struct Redactor {
+    /// Every registered secret, plus its JSON-escaped spellings (one and two levels) where escaping changes it,
+    /// longest first. The spellings are computed once here, so a secret without `"`, `\` or control characters
+    /// costs one search per text, as before.
     secrets: Vec<String>,
     patterns: Vec<Regex>,
 }
@@ -133,16 +138,24 @@ impl Redactor {
         Redactor::default()
     }
 
-    /// Registers a secret the host knows (an upstream token, a password): every occurrence is masked. Secrets
+    /// Registers a secret the host knows (an upstream token, a password): every occurrence is masked, as written
+    /// and in its JSON-escaped spellings (`Zq9"Kp\w7` also as `Zq9\"Kp\\w7` and `Zq9\\\"Kp\\\\w7`). Secrets
     /// shorter than [`MIN_SECRET_LEN`] are ignored.
     #[must_use]
     pub fn secret(mut self, secret: impl Into<String>) -> Self {
         let secret = secret.into();
-        if secret.len() >= MIN_SECRET_LEN && !self.secrets.contains(&secret) {
-            self.secrets.push(secret);
-            // Longest first, so a secret that contains another is masked whole.
-            self.secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        if secret.len() < MIN_SECRET_LEN {
+            return self;
         }
+        let once = json_escaped(&secret);
+        let twice = json_escaped(&once);
+        for spelling in [secret, once, twice] {
+            if !self.secrets.contains(&spelling) {
+                self.secrets.push(spelling);
+            }
+        }
+        // Longest first, so a secret that contains another is masked whole.
+        self.secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
         self
     }
 
@@ -277,6 +290,12 @@ impl Redactor {
     }
 }
 
+/// `text` as it appears inside a JSON string: what `serde_json` (and `JSON.stringify`) writes between the quotes.
+fn json_escaped(text: &str) -> String {
+    let quoted = serde_json::to_string(text).expect("a string always serializes");
+    quoted[1..quoted.len() - 1].to_owned()
+}
+
 /// The longest prefix of `text` of at most `max` bytes that ends on a character boundary.
 fn utf8_prefix(text: &str, max: usize) -> &str {
     if text.len() <= max {
@@ -377,6 +396,23 @@ mod tests {
             r.text(&format!("{} hunter2-password", "y".repeat(30)), 41),
             format!("{} [REDACTED]", "y".repeat(30))
         );
+    }
+
+    #[test]
+    fn a_secret_is_masked_in_its_json_escaped_spellings_too() {
+        let secret = "Zq9\"Kp\\w7\tmx";
+        let r = Redactor::new().secret(secret);
+        // As written, escaped once (a preview's JSON string), and twice (JSON inside a JSON string).
+        let value = serde_json::json!({ "a": secret, "b": serde_json::json!({ "c": secret }).to_string() });
+        let preview = r.preview(&value, 1000);
+        assert_eq!(preview, r#"{"a":"[REDACTED]","b":"{\"c\":\"[REDACTED]\"}"}"#);
+        assert_eq!(r.redact(&format!("raw {secret} end")), "raw [REDACTED] end");
+        assert_eq!(r.redact(&preview), preview, "stable");
+        // A preview cut inside the escaped spelling shows none of it.
+        let cut = r.preview(&serde_json::json!({ "pad": "p".repeat(20), "a": secret }), 36);
+        assert!(!cut.contains("Zq9"), "{cut}");
+        // A secret JSON leaves alone is kept once.
+        assert_eq!(Redactor::new().secret("plain-secret").secrets, ["plain-secret"]);
     }
 
     #[test]

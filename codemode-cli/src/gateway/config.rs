@@ -34,6 +34,9 @@ pub enum Transport {
         args: Vec<String>,
         /// Extra environment variables.
         env: BTreeMap<String, String>,
+        /// Variables of the gateway's own environment passed on besides [`DEFAULT_INHERITED_ENV`] (`inherit_env`
+        /// in TOML, `inheritEnv` in JSON); never one of [`SECRET_ENV`].
+        inherit_env: Vec<String>,
     },
     /// A Streamable HTTP endpoint.
     Http {
@@ -114,10 +117,11 @@ pub struct TelemetryConfig {
 }
 
 /// The `[store]` table: where a fleet of gateway replicas keeps suspended runs, session values, result references
-/// and idempotency keys.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// and idempotency keys. Its `Debug` shows the URL with its password masked.
+#[derive(Clone, PartialEq, Eq)]
 pub struct StoreConfig {
-    /// `postgres://user@host:port/database` (libpq's `key=value` form works too).
+    /// `postgres://user@host:port/database` (libpq's `key=value` form works too). Messages show it through
+    /// [`codemode_store_pg::redact_url`], its password masked.
     pub url: String,
     /// How long a replica's claim on a run lasts without renewal (`lease_ms`, default 30000): how soon another
     /// replica takes over the runs of one that died.
@@ -127,6 +131,16 @@ pub struct StoreConfig {
 }
 
 const STORE_KEYS: [&str; 3] = ["url", "lease_ms", "ttl_ms"];
+
+impl std::fmt::Debug for StoreConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreConfig")
+            .field("url", &codemode_store_pg::redact_url(&self.url))
+            .field("lease_ms", &self.lease_ms)
+            .field("ttl_ms", &self.ttl_ms)
+            .finish()
+    }
+}
 
 /// The `[auth]` table: bearer tokens the HTTP gateway accepts, and the limits each principal gets.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -245,7 +259,43 @@ const TOML_TOP_KEYS: [&str; 10] =
     ["limits", "servers", "state_dir", "confinement", "policy", "auth", "store", "telemetry", "sampling", "workers"];
 /// The largest `[workers] max_running`: each running cell is a worker process.
 const MAX_RUNNING_CELLS: usize = 1024;
-const TOML_SERVER_KEYS: [&str; 7] = ["command", "args", "env", "url", "startup", "deny", "direct"];
+const TOML_SERVER_KEYS: [&str; 8] = ["command", "args", "env", "inherit_env", "url", "startup", "deny", "direct"];
+
+/// The variables of the gateway's environment every stdio server gets without naming them: the MCP SDKs' default set
+/// (what `getDefaultEnvironment` passes on), plus the locale, `LANG` and every `LC_*` variable.
+pub const DEFAULT_INHERITED_ENV: [&str; 7] = ["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG"];
+
+/// The variables the gateway reads as secrets: the state keys that seal stored runs, the key that seals
+/// `requestState`, and the OTLP export's headers (which carry the collector's credentials). No upstream server is
+/// given one from the gateway's environment; `inherit_env` naming one is refused.
+pub const SECRET_ENV: [&str; 7] = [
+    codemode::snapshot::seal::STATE_KEY_ENV,
+    codemode::snapshot::seal::STATE_KEY_FILE_ENV,
+    super::server::REQUEST_STATE_KEY_VAR,
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+    "OTEL_EXPORTER_OTLP_METRICS_HEADERS",
+    "OTEL_EXPORTER_OTLP_LOGS_HEADERS",
+];
+
+/// The part of `parent` (the gateway's environment) a stdio server starts with: [`DEFAULT_INHERITED_ENV`], the
+/// `LC_*` variables and what `inherit_env` names, minus [`SECRET_ENV`] and values that are shell functions (`()
+/// {...}`, which the MCP SDKs also leave out). The server's `env` is set on top of it.
+pub fn inherited_env<I>(parent: I, inherit_env: &[String]) -> Vec<(std::ffi::OsString, std::ffi::OsString)>
+where
+    I: IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+{
+    parent
+        .into_iter()
+        .filter(|(name, value)| {
+            let Some(name) = name.to_str() else { return false };
+            let wanted = DEFAULT_INHERITED_ENV.contains(&name)
+                || name.starts_with("LC_")
+                || inherit_env.iter().any(|n| n == name);
+            wanted && !SECRET_ENV.contains(&name) && !value.as_encoded_bytes().starts_with(b"()")
+        })
+        .collect()
+}
 
 impl GatewayConfig {
     /// What the gateway redacts in everything recorded for people, besides the built-in token shapes: the
@@ -507,13 +557,21 @@ impl Checker<'_> {
             }
         }
         let url = match map.get("url") {
-            Some(Value::String(url)) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+            // A `postgres://` URL, or libpq's `key=value` form (`host=db user=app dbname=codemode`).
+            Some(Value::String(url))
+                if url.starts_with("postgres://") || url.starts_with("postgresql://") || url.contains('=') =>
+            {
                 url.clone()
             }
             Some(other) => {
+                // The value may hold a password: it is shown masked.
+                let shown = match other {
+                    Value::String(url) => format!("{:?}", codemode_store_pg::redact_url(url)),
+                    other => other.to_string(),
+                };
                 return Err(self.err(
                     "store.url",
-                    format!("is {other}, not a postgres:// URL"),
+                    format!("is {shown}, not a postgres:// URL or a `key=value` connection string"),
                     "write `url = \"postgres://user@host:5432/codemode\"`",
                 ));
             }
@@ -643,6 +701,7 @@ impl Checker<'_> {
                 }
             }
         }
+        let inherit_key = if self.format == Format::Toml { "inherit_env" } else { "inheritEnv" };
         let transport = match (table.get("command"), table.get("url")) {
             (Some(_), Some(_)) => {
                 return Err(self.err(
@@ -671,10 +730,11 @@ impl Checker<'_> {
                 };
                 let args = self.strings(&format!("{key}.args"), table.get("args"))?;
                 let env = self.env(&format!("{key}.env"), table.get("env"))?;
-                Transport::Stdio { command, args, env }
+                let inherit_env = self.inherit_env(&format!("{key}.{inherit_key}"), table.get(inherit_key))?;
+                Transport::Stdio { command, args, env, inherit_env }
             }
             (None, Some(url)) => {
-                for k in ["args", "env"] {
+                for k in ["args", "env", inherit_key] {
                     if table.contains_key(k) {
                         return Err(self.err(
                             &format!("{key}.{k}"),
@@ -737,6 +797,28 @@ impl Checker<'_> {
                 other => Err(self.err(&format!("{key}[{i}]"), format!("must be a string, not {other}"), "quote it")),
             })
             .collect()
+    }
+
+    /// `inherit_env`: names of variables, none of them a secret of the gateway's.
+    fn inherit_env(&self, key: &str, value: Option<&Value>) -> Result<Vec<String>, Error> {
+        let names = self.strings(key, value)?;
+        for (i, name) in names.iter().enumerate() {
+            if name.is_empty() || name.contains(['=', '\0']) {
+                return Err(self.err(
+                    &format!("{key}[{i}]"),
+                    format!("is {name:?}, not the name of an environment variable"),
+                    "write a variable's name, e.g. \"GITHUB_TOKEN\"",
+                ));
+            }
+            if SECRET_ENV.contains(&name.as_str()) {
+                return Err(self.err(
+                    &format!("{key}[{i}]"),
+                    format!("names {name}, which the gateway reads as a secret and never passes to a server"),
+                    format!("remove \"{name}\"; a server that needs such a value of its own gets it in `env`"),
+                ));
+            }
+        }
+        Ok(names)
     }
 
     fn env(&self, key: &str, value: Option<&Value>) -> Result<BTreeMap<String, String>, Error> {
@@ -1153,7 +1235,7 @@ url = "http://127.0.0.1:3001/mcp"
         assert_eq!(ev.startup, Startup::Lazy);
         assert_eq!(ev.deny, ["get-env"]);
         assert_eq!(ev.direct, ["get-tiny-image"]);
-        let Transport::Stdio { command, args, env } = &ev.transport else { panic!("stdio expected") };
+        let Transport::Stdio { command, args, env, .. } = &ev.transport else { panic!("stdio expected") };
         assert_eq!((command.as_str(), args.len(), env["A"].as_str()), ("node", 2, "1"));
         assert_eq!(cfg.servers["remote"].transport, Transport::Http { url: "http://127.0.0.1:3001/mcp".into() });
         assert_eq!(cfg.servers["remote"].startup, Startup::Eager);
@@ -1244,6 +1326,59 @@ url = "http://127.0.0.1:3001/mcp"
     fn env_values_must_be_strings() {
         let e = toml_err("[servers.a]\ncommand = \"x\"\nenv = { PORT = 80 }\n");
         assert!(e.contains("servers.a.env.PORT: must be a string, not 80"), "{e}");
+    }
+
+    #[test]
+    fn inherit_env_names_variables_and_never_a_secret_of_the_gateway() {
+        let cfg = GatewayConfig::parse(
+            Path::new("gw.toml"),
+            "[servers.a]\ncommand = \"x\"\ninherit_env = [\"GITHUB_TOKEN\", \"NODE_OPTIONS\"]\n",
+        )
+        .unwrap();
+        let Transport::Stdio { inherit_env, .. } = &cfg.servers["a"].transport else { panic!("stdio expected") };
+        assert_eq!(inherit_env, &["GITHUB_TOKEN", "NODE_OPTIONS"]);
+        let json = r#"{"mcpServers": {"a": {"command": "x", "inheritEnv": ["AWS_PROFILE"]}}}"#;
+        let cfg = GatewayConfig::parse(Path::new("claude.json"), json).unwrap();
+        let Transport::Stdio { inherit_env, .. } = &cfg.servers["a"].transport else { panic!("stdio expected") };
+        assert_eq!(inherit_env, &["AWS_PROFILE"]);
+        for secret in SECRET_ENV {
+            let e = toml_err(&format!("[servers.a]\ncommand = \"x\"\ninherit_env = [\"HOME\", \"{secret}\"]\n"));
+            assert_eq!(
+                e,
+                format!(
+                    "gw.toml: servers.a.inherit_env[1]: names {secret}, which the gateway reads as a secret and never \
+                     passes to a server (fix: remove \"{secret}\"; a server that needs such a value of its own gets \
+                     it in `env`)"
+                )
+            );
+        }
+        let e = toml_err("[servers.a]\ncommand = \"x\"\ninherit_env = [\"A=1\"]\n");
+        assert!(e.contains("servers.a.inherit_env[0]: is \"A=1\", not the name of an environment variable"), "{e}");
+        let e = toml_err("[servers.a]\nurl = \"http://h\"\ninherit_env = [\"A\"]\n");
+        assert!(e.contains("servers.a.inherit_env: only applies to stdio servers"), "{e}");
+    }
+
+    #[test]
+    fn a_server_inherits_the_default_set_the_locale_and_what_it_names_and_no_secret() {
+        let parent = [
+            ("PATH", "/usr/bin"),
+            ("HOME", "/home/u"),
+            ("LANG", "C.UTF-8"),
+            ("LC_ALL", "C"),
+            ("GITHUB_TOKEN", "ghp_x"),
+            ("OTHER", "1"),
+            ("CODEMODE_STATE_KEY", "k1:AAAA"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Basic x"),
+            ("BASH_FUNC_f%%", "() { :; }"),
+        ];
+        let parent = parent.iter().map(|(k, v)| (k.into(), v.into()));
+        // Even a list that names a secret (the config check refuses such a file) passes none on.
+        let named = ["GITHUB_TOKEN".to_owned(), "CODEMODE_STATE_KEY".to_owned(), "BASH_FUNC_f%%".to_owned()];
+        let got: Vec<String> = inherited_env(parent, &named)
+            .into_iter()
+            .map(|(k, v)| format!("{}={}", k.to_string_lossy(), v.to_string_lossy()))
+            .collect();
+        assert_eq!(got, ["PATH=/usr/bin", "HOME=/home/u", "LANG=C.UTF-8", "LC_ALL=C", "GITHUB_TOKEN=ghp_x"]);
     }
 
     #[test]

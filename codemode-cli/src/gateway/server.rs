@@ -19,7 +19,7 @@ use std::sync::Arc;
 use codemode::vm::pool::WorkerCommand;
 use codemode::{CodeMode, ExecOptions, RunScope};
 use codemode_bridge::{CodeModeResult, ToolHost};
-use codemode_store_pg::{PgOptions, PgStore};
+use codemode_store_pg::{PgOptions, PgStore, redact_url};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, InputRequiredResult,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -492,20 +492,6 @@ fn idempotency_key(
             None,
         )),
     })
-}
-
-/// A store URL with its password, if any, masked, for messages.
-fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let userinfo = &url[scheme + 3..at];
-            match userinfo.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
-                None => url.to_owned(),
-            }
-        }
-        _ => url.to_owned(),
-    }
 }
 
 /// A `CodeModeResult` as an MCP tool result: compact JSON text, the same value as `structuredContent`, and

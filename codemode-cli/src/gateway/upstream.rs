@@ -10,7 +10,8 @@
 //! start-up listing and started again by the first call that needs it. Each connection's handler is the relay's
 //! [`UpstreamHandler`]: elicitation and sampling relayed, list changes reported, a call's progress (on the token rmcp
 //! puts on every request) routed to the nested call's progress sink, log messages broadcast to the client calls in
-//! flight.
+//! flight. A stdio server starts with a cleared environment plus the default set, its `inherit_env` and its `env`
+//! ([`inherited_env`]): the gateway's secrets never reach it.
 
 use std::collections::BTreeMap;
 use std::process::Stdio;
@@ -38,7 +39,7 @@ use tokio::sync::Mutex;
 use tracing::Instrument as _;
 
 use super::Error;
-use super::config::{GatewayConfig, ServerConfig, Startup, Transport};
+use super::config::{GatewayConfig, ServerConfig, Startup, Transport, inherited_env};
 use super::relay::{Relay, UpstreamHandler};
 
 /// How long an upstream server may take to start and answer `initialize`.
@@ -609,9 +610,15 @@ async fn connect(
     let handler = UpstreamHandler::new(name, relay.clone());
     let connecting = async {
         match &config.transport {
-            Transport::Stdio { command, args, env } => {
+            Transport::Stdio { command, args, env, inherit_env } => {
+                // A clean environment: the default set and what `inherit_env` names, never the gateway's secrets,
+                // then the server's own `env`. `command` is looked up on the `PATH` passed on.
                 let mut cmd = tokio::process::Command::new(command);
-                cmd.args(args).envs(env).kill_on_drop(true);
+                cmd.args(args)
+                    .env_clear()
+                    .envs(inherited_env(std::env::vars_os(), inherit_env))
+                    .envs(env)
+                    .kill_on_drop(true);
                 let (transport, stderr) = TokioChildProcess::builder(cmd)
                     .stderr(Stdio::piped())
                     .spawn()

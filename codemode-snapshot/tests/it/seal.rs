@@ -172,6 +172,29 @@ fn key_configuration_errors_name_the_entry_not_the_key() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("keys");
     std::fs::write(&file, format!("# current first\n{NEW}\n{OLD}\n")).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
     let ring = Keyring::from_file(&file).unwrap();
     assert_eq!(ring.key_ids().collect::<Vec<_>>(), ["2026-06", "2025-01"]);
+    // Read-only for its owner is as good.
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o400)).unwrap();
+    assert!(Keyring::from_file(&file).is_ok());
+}
+
+#[test]
+fn a_key_file_group_or_others_can_reach_is_refused_with_the_chmod_that_fixes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("keys");
+    std::fs::write(&file, format!("{NEW}\n")).unwrap();
+    for mode in [0o644, 0o640, 0o604, 0o660, 0o602, 0o620] {
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+        let err = Keyring::from_file(&file).expect_err("an open key file is refused");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "state key file {path} is accessible by group or others (mode {mode:04o}): run `chmod 600 {path}` so \
+                 that only its owner can read it",
+                path = file.display()
+            )
+        );
+    }
 }

@@ -1,6 +1,7 @@
 //! Properties of the redactor over generated text: wherever a registered secret or a token shape sits, and wherever
-//! a preview is cut, neither it nor any 12-character piece of it is shown; redacting twice changes nothing; a text
-//! the redactor does not search for credential literals holds no credential-like name.
+//! a preview is cut, neither it nor any 12-character piece of it is shown, as written or JSON-escaped (a secret may
+//! hold `"`, `\` and control characters); redacting twice changes nothing; a text the redactor does not search for
+//! credential literals holds no credential-like name.
 
 use codemode_telemetry::redact::{is_credential_name, may_name_credentials};
 use codemode_telemetry::{MASK, Redactor};
@@ -24,15 +25,27 @@ fn token() -> impl Strategy<Value = String> {
 /// The part of `value` that must never be shown: the token's body (a `Bearer` keyword or key-block frame alone is
 /// not secret).
 fn secret_part(value: &str) -> &str {
-    value.strip_prefix("Bearer ").unwrap_or(value).lines().nth(usize::from(value.starts_with("-----"))).unwrap_or(value)
+    if value.starts_with("-----") {
+        return value.lines().nth(1).unwrap_or(value);
+    }
+    value.strip_prefix("Bearer ").unwrap_or(value)
+}
+
+/// `text` as it is spelled inside a JSON string.
+fn escaped(text: &str) -> String {
+    let quoted = serde_json::to_string(text).unwrap();
+    quoted[1..quoted.len() - 1].to_owned()
 }
 
 fn assert_hidden(shown: &str, value: &str) -> Result<(), TestCaseError> {
     let secret = secret_part(value);
-    prop_assert!(!shown.contains(secret), "{secret} shown in {shown}");
-    for piece in secret.as_bytes().windows(12) {
-        let piece = std::str::from_utf8(piece).unwrap();
-        prop_assert!(!shown.contains(piece), "the piece {piece} of {secret} shown in {shown}");
+    let once = escaped(secret);
+    for spelling in [secret.to_owned(), escaped(&once), once] {
+        prop_assert!(!shown.contains(&spelling), "{spelling:?} shown in {shown:?}");
+        for piece in spelling.as_bytes().windows(12) {
+            let piece = std::str::from_utf8(piece).unwrap();
+            prop_assert!(!shown.contains(piece), "the piece {piece:?} of {spelling:?} shown in {shown:?}");
+        }
     }
     Ok(())
 }
@@ -40,7 +53,8 @@ fn assert_hidden(shown: &str, value: &str) -> Result<(), TestCaseError> {
 proptest! {
     #[test]
     fn secrets_and_tokens_never_show_wherever_they_sit_and_wherever_the_cut_falls(
-        secret in "S3cr[A-Za-z0-9]{10,30}",
+        // Letters, digits, and what JSON escapes: `"`, `\`, and control characters (short and `\u00XX` forms).
+        secret in "S3cr[A-Za-z0-9\"\\\\\t\n\u{1}\u{1f}]{10,30}",
         token in token(),
         pick in any::<bool>(),
         before in "[a-z ,:{}\"]{0,120}",
@@ -58,6 +72,10 @@ proptest! {
         let preview = redactor.preview(&json!({ "before": before, "v": value, "n": [1, 2] }), cap);
         assert_hidden(&preview, &value)?;
         prop_assert!(preview.len() <= cap + '…'.len_utf8());
+        // JSON inside a JSON string (an MCP text content holding JSON): the secret is escaped twice.
+        let nested = json!({ "text": json!({ "before": before, "v": value }).to_string() });
+        assert_hidden(&redactor.preview(&nested, cap), &value)?;
+        assert_hidden(&redactor.preview(&nested, 4096), &value)?;
     }
 
     #[test]

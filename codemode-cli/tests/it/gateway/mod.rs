@@ -11,6 +11,7 @@ mod lines;
 mod otel;
 mod protocol;
 mod relay;
+mod secrets;
 mod shares;
 mod upstream;
 

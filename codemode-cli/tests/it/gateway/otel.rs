@@ -306,7 +306,8 @@ async fn one_trace_runs_from_the_client_through_the_program_to_every_upstream_an
     let mut text = std::fs::read_to_string(&config).expect("config");
     text.push_str(&format!(
         "\n[servers.inner]\ncommand = {exe:?}\nargs = [\"mcp\", \"--config\", {inner:?}]\n\
-         env = {{ OTEL_SERVICE_NAME = \"codemode-inner\" }}\n\n[telemetry]\nredact_patterns = [\"/etc/host[a-z]+\"]\n",
+         env = {{ OTEL_SERVICE_NAME = \"codemode-inner\" }}\ninherit_env = [\"OTEL_EXPORTER_OTLP_ENDPOINT\"]\n\n\
+         [telemetry]\nredact_patterns = [\"/etc/host[a-z]+\"]\n",
         exe = env!("CARGO_BIN_EXE_codemode"),
         inner = inner.display().to_string(),
     ));
