@@ -1,0 +1,43 @@
+"""Stubs of ``codemode._native``, the PyO3 binding over the codemode facade (``codemode-python/src/lib.rs``)."""
+
+from collections.abc import Callable
+from typing import Any, final
+
+class EngineError(RuntimeError):
+    """The engine could not be built (no worker, a worker that fails its hello, a state directory that cannot be
+    opened)."""
+
+@final
+class Completion:
+    def ok(self, json: str) -> None: ...
+    def error(self, code: str, message: str) -> None: ...
+
+@final
+class Decide:
+    def __call__(self, decision: str) -> None: ...
+
+@final
+class Run:
+    def cancel(self) -> None: ...
+
+@final
+class Engine:
+    def __new__(
+        cls,
+        *,
+        tools: str,
+        host: Callable[[str, str, str, str, Completion], Any],
+        worker: str | None = None,
+        limits: str | None = None,
+        policy: str | None = None,
+        approver: Callable[[str, Decide], Any] | None = None,
+        state_dir: str | None = None,
+        confinement: str | None = None,
+        warm_workers: int | None = None,
+        replay_on_resume: bool = False,
+    ) -> Engine: ...
+    def exec(self, input: str, done: Callable[[str], None], idempotency_key: str | None = None) -> Run: ...
+    def wait(self, input: str, done: Callable[[str], None], answers: str | None = None) -> Run: ...
+    def abort(self, run_id: str) -> str: ...
+    def surface(self) -> str: ...
+    def stats(self) -> str: ...
