@@ -13,8 +13,13 @@ if [ ! -x target/py-build/bin/maturin ]; then
   target/py-build/bin/pip install --quiet --disable-pip-version-check -r codemode-python/build-requirements.txt
 fi
 # The worker goes into the package folder (git-ignored), whence maturin's `include` takes it into the wheel.
-cargo build --profile "$profile" -p codemode-vm --bin codemode-worker
-install -m 755 "target/$out/codemode-worker" codemode-python/python/codemode/codemode-worker
+# CODEMODE_PY_WORKER names one already built (scripts/test.sh passes the workspace build's); otherwise it is built.
+worker=${CODEMODE_PY_WORKER:-}
+if [ -z "$worker" ]; then
+  cargo build --profile "$profile" -p codemode-vm --bin codemode-worker
+  worker="target/$out/codemode-worker"
+fi
+install -m 755 "$worker" codemode-python/python/codemode/codemode-worker
 rm -rf target/wheels
 target/py-build/bin/maturin build --quiet --profile "$profile" -m codemode-python/Cargo.toml -i python3 \
   -o target/wheels

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs the npm packages the tests drive (real MCP servers, the QuickJS comparison) and the MCP
 # Python SDK's client (into target/py), then runs every test of the workspace (unit, integration, snapshot,
-# property, tidy) with cargo, against a throwaway PostgreSQL (scripts/pg.sh).
+# property, tidy) with cargo, against a throwaway PostgreSQL (scripts/pg.sh), then the Python package's wheel and
+# suite (scripts/python.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 npm ci --prefix mcp-servers --no-audit --no-fund --loglevel=error
@@ -26,3 +27,6 @@ if [ -z "${CODEMODE_TEST_PG_URL:-}" ]; then
   trap pg_stop EXIT
 fi
 cargo test --workspace --no-fail-fast
+# The Python package (codemode-python): its wheel with the worker just built, installed into a fresh virtual
+# environment, then its pytest suite and stubtest.
+CODEMODE_PY_WORKER=target/debug/codemode-worker scripts/python.sh

@@ -19,7 +19,7 @@ import pathlib
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, ClassVar, Literal, Union
+from typing import Any, ClassVar, Literal, TypeAlias, Union
 
 from . import _native, _schema
 from ._native import EngineError
@@ -39,7 +39,7 @@ __all__ = [
     "tool",
 ]
 
-Decision = Literal["approve", "approve_for_run", "deny", "defer"]
+Decision: TypeAlias = Literal["approve", "approve_for_run", "deny", "defer"]
 """An approver's answer: run the call; run it and every later call of the tool in the run; refuse it (the program
 gets a catchable error); or park the run with the approval pending, to be answered by a later ``wait``."""
 
@@ -310,6 +310,8 @@ class CodeMode:
                 raise ValueError(f"two tools are named {t.name!r}")
             self._tools[t.name] = t
         self._approver = approver
+        self.state_dir: str | None = os.fspath(state_dir) if state_dir is not None else None
+        """Where parked runs are kept (``None``: in this process only)."""
         self._loops = _Loops()
         self._threads = concurrent.futures.ThreadPoolExecutor(max_tool_threads, thread_name_prefix="codemode-tool")
         limits_json = None

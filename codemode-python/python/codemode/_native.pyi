@@ -3,6 +3,8 @@
 from collections.abc import Callable
 from typing import Any, final
 
+__all__ = ["Completion", "Decide", "Engine", "EngineError", "Run"]
+
 class EngineError(RuntimeError):
     """The engine could not be built (no worker, a worker that fails its hello, a state directory that cannot be
     opened)."""

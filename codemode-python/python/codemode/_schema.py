@@ -26,7 +26,6 @@ except ImportError:  # pragma: no cover - exercised by the no-pydantic test in a
 
 __all__ = ["Tool", "tool"]
 
-_NoneType = type(None)
 
 
 class _Validated:
@@ -185,7 +184,7 @@ def _is_json(value: Any) -> bool:
 def _schema(hint: Any, where: str) -> dict[str, Any]:
     if hint is Any or hint is inspect.Parameter.empty:
         return {}
-    if hint is None or hint is _NoneType:
+    if hint is None or hint is type(None):
         return {"type": "null"}
     simple = {str: "string", bool: "boolean", int: "integer", float: "number"}
     if hint in simple:

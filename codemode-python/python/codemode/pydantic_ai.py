@@ -12,6 +12,8 @@ Needs ``pydantic-ai`` (or ``pydantic-ai-slim``) installed.
 
 from __future__ import annotations
 
+import hashlib
+import pathlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -88,11 +90,19 @@ class CodeModeToolset(AbstractToolset[Any]):
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
         if name == "exec":
-            # The tool call id is the exec's idempotency key: the same call, continued after an approval (in this
-            # process or another one sharing `state_dir`), finds the run it started instead of running it again.
-            result = await self.codemode.exec_input(tool_args, idempotency_key=ctx.tool_call_id)
-            if ctx.tool_call_approved:
-                result = await self._approve(result)
+            parked = self._recall(ctx) if ctx.tool_call_approved else None
+            if parked is not None:
+                # The call continued after its approval, maybe in another process sharing `state_dir`: resuming
+                # asks the pending approvals again, they are deferred again, and `_approve` answers them.
+                result = await self._approve(await self.codemode.wait(parked))
+            else:
+                # The tool call id is also the exec's idempotency key: within this process, the same call finds the
+                # run it started instead of running the program twice.
+                result = await self.codemode.exec_input(tool_args, idempotency_key=ctx.tool_call_id)
+                if ctx.tool_call_approved:
+                    result = await self._approve(result)
+            if result.status == "waiting" and result.pending_approvals and ctx.tool_call_id:
+                self._remember(ctx.tool_call_id, result.run_id)
         elif name == "wait":
             run_id = tool_args.get("runId")
             if not isinstance(run_id, str):
@@ -108,6 +118,30 @@ class CodeModeToolset(AbstractToolset[Any]):
         if result.status == "waiting" and result.pending_approvals:
             raise ApprovalRequired(metadata={"runId": result.run_id, "approvals": result.pending_approvals})
         return result.raw
+
+    def _record(self, tool_call_id: str) -> pathlib.Path | None:
+        state_dir = self.codemode.state_dir
+        if state_dir is None:
+            return None
+        digest = hashlib.sha256(tool_call_id.encode()).hexdigest()[:32]
+        return pathlib.Path(state_dir) / "pydantic-ai" / digest
+
+    def _remember(self, tool_call_id: str, run_id: str) -> None:
+        """Records which run an exec call parked, in ``state_dir``, for the process that continues it."""
+        record = self._record(tool_call_id)
+        if record is not None:
+            record.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            record.write_text(run_id)
+
+    def _recall(self, ctx: RunContext[Any]) -> str | None:
+        """The run an approved exec call parked: from the deferred results' metadata, else from ``state_dir``."""
+        meta = ctx.tool_call_metadata
+        if isinstance(meta, dict) and isinstance(meta.get("runId"), str):
+            return str(meta["runId"])
+        record = self._record(ctx.tool_call_id) if ctx.tool_call_id else None
+        if record is not None and record.is_file():
+            return record.read_text().strip()
+        return None
 
     async def _approve(self, result: Result) -> Result:
         """Approves the approvals ``result`` shows pending (the ones the application was asked about) and resumes
