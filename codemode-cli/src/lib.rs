@@ -5,4 +5,6 @@
 
 pub mod gateway;
 pub mod host;
-pub mod telemetry;
+
+/// OpenTelemetry export, from `codemode-telemetry`'s `otlp` feature.
+pub use codemode_telemetry::otlp as telemetry;

@@ -50,7 +50,8 @@ pub(crate) fn run_span(tool: &'static str) -> Span {
 pub(crate) fn record_source(span: &Span, source: &str) {
     if !span.is_disabled() {
         span.record("codemode.source.sha256", otel::source_digest(source).as_str());
-        span.record("codemode.source.length", source.len() as u64);
+        // An i64: the export layer exports a u64 field as a string.
+        span.record("codemode.source.length", i64::try_from(source.len()).unwrap_or(i64::MAX));
     }
 }
 

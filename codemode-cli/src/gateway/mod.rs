@@ -176,9 +176,16 @@ pub async fn run_gateway(args: GatewayArgs) -> anyhow::Result<()> {
     // The gauges read the live engine; once it is gone (the last export, at exit), what it held when it stopped.
     let stopped = std::sync::Arc::new(std::sync::Mutex::new(None));
     let (weak, last) = (std::sync::Arc::downgrade(&gateway), stopped.clone());
-    crate::telemetry::observe_engine(move || match weak.upgrade() {
-        Some(gateway) => Some(gateway.stats()),
-        None => *last.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
+    crate::telemetry::observe_engine(move || {
+        let stats = match weak.upgrade() {
+            Some(gateway) => Some(gateway.stats()),
+            None => *last.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
+        };
+        stats.map(|s: codemode::EngineStats| crate::telemetry::EngineGauges {
+            parked_runs: s.parked_runs,
+            idle_workers: s.idle_workers,
+            parked_with_worker: s.parked_with_worker,
+        })
     });
     let serving = async {
         match args.http {

@@ -1,27 +1,30 @@
-//! Process-level OpenTelemetry export: when an OTLP endpoint is configured (the standard `OTEL_EXPORTER_OTLP_*`
-//! variables, or the gateway's `[telemetry] otlp_endpoint`), the `codemode` spans go through this crate's span subscriber
-//! ([`spans`]) to the SDK's batch span processor, the measurements straight into the SDK's instruments (the
-//! `codemode_telemetry::otel` metrics sink) and its periodic metric reader, and out over OTLP http/protobuf;
-//! [`Telemetry::shutdown`] flushes both when the process ends. It also holds the W3C trace-context helpers the
-//! gateway uses to continue a client's trace and hand its own to upstream servers (`params._meta`).
+//! Process-level OpenTelemetry export (the `otlp` feature): when an OTLP endpoint is configured (the standard
+//! `OTEL_EXPORTER_OTLP_*` variables, or a base URL from the caller's configuration, such as the gateway's
+//! `[telemetry] otlp_endpoint`), the `codemode` spans go through `tracing_subscriber`'s registry and
+//! tracing-opentelemetry's layer to the SDK's tracer and batch span processor, the measurements straight into the
+//! SDK's instruments (the [`crate::otel`] metrics sink) and its periodic metric reader, and out over OTLP
+//! http/protobuf; [`Telemetry::shutdown`] flushes both when the process ends. It also holds the W3C trace-context
+//! helpers a server uses to continue a client's trace and hand its own to the servers it calls (`params._meta`).
 //!
 //! Invariant: with no endpoint nothing is installed (no subscriber, no processor, no metrics sink, no thread), so
-//! every `codemode` span and metric event is disabled at its call site. Only the `codemode` target is exported,
-//! never the spans of libraries underneath (rmcp's).
-
-mod spans;
+//! every `codemode` span and metric event is disabled at its call site. Only spans of the `codemode` target (and
+//! targets under it) are enabled, never the spans of libraries underneath (rmcp's) and never an event, and none
+//! while export is paused.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{BoundCounter, BoundHistogram, Counter, Histogram};
 use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
-use opentelemetry::trace::TraceContextExt as _;
+use opentelemetry::trace::{TraceContextExt as _, TracerProvider as _};
 use opentelemetry_otlp::WithExportConfig as _;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::{BatchSpanProcessor, Config, SpanProcessor as _};
+use opentelemetry_sdk::trace::{BatchSpanProcessor, SdkTracerProvider};
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+use tracing_subscriber::layer::SubscriberExt as _;
 
 /// The generic OTLP endpoint variable (`/v1/traces` and `/v1/metrics` are appended).
 pub const ENDPOINT_VAR: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
@@ -80,8 +83,8 @@ impl ExportConfig {
 /// The installed exporters, flushed and stopped by [`Telemetry::shutdown`]; empty when export is off.
 #[derive(Default)]
 pub struct Telemetry {
-    spans: Option<Arc<BatchSpanProcessor>>,
-    pause: Option<spans::Pause>,
+    spans: Option<SdkTracerProvider>,
+    pause: Option<Pause>,
     meter: Option<SdkMeterProvider>,
 }
 
@@ -112,8 +115,9 @@ impl Telemetry {
         if !config.enabled() {
             return Ok(Telemetry::default());
         }
-        // The exporter's HTTP client needs the process's TLS provider, even for http:// endpoints.
-        crate::gateway::install_tls_provider();
+        // The exporter's HTTP client (reqwest, built without a TLS provider of its own) needs the process's, even
+        // for http:// endpoints; a provider installed before stays.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         if let Ok(protocol) = std::env::var("OTEL_EXPORTER_OTLP_PROTOCOL")
             && protocol.trim() != "http/protobuf"
         {
@@ -129,16 +133,19 @@ impl Telemetry {
                 exporter = exporter.with_endpoint(endpoint);
             }
             let exporter = exporter.build().map_err(|e| TelemetryError(e.to_string()))?;
-            // The batch processor reads OTEL_BSP_* for its queue, batch size, delay and export timeout.
-            let mut processor = BatchSpanProcessor::builder(Background(exporter)).build();
-            processor.set_resource(&resource);
-            let processor = Arc::new(processor);
-            // Only `codemode` spans are enabled; the callsites of the libraries underneath stay disabled.
-            let subscriber = spans::Spans::new(processor.clone(), Config::default());
-            telemetry.pause = Some(subscriber.pause());
-            tracing::subscriber::set_global_default(subscriber).map_err(|e| TelemetryError(e.to_string()))?;
+            // The batch processor reads OTEL_BSP_* for its queue, batch size, delay and export timeout; the
+            // provider reads the sampler and span limits (OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG,
+            // OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT).
+            let provider = SdkTracerProvider::builder()
+                .with_span_processor(BatchSpanProcessor::builder(Background(exporter)).build())
+                .with_resource(resource.clone())
+                .build();
+            let pause = Pause::default();
+            tracing::subscriber::set_global_default(subscriber(&provider, pause.clone()))
+                .map_err(|e| TelemetryError(e.to_string()))?;
             opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
-            telemetry.spans = Some(processor);
+            telemetry.pause = Some(pause);
+            telemetry.spans = Some(provider);
         }
         if config.metrics {
             let mut exporter = opentelemetry_otlp::MetricExporter::builder()
@@ -155,11 +162,11 @@ impl Telemetry {
                 .build();
             opentelemetry::global::set_meter_provider(provider.clone());
             // Measurements go straight into the instruments, not through `tracing` events.
-            codemode_telemetry::otel::set_metrics(Box::new(OtelMetrics::new(&provider)));
+            crate::otel::set_metrics(Box::new(OtelMetrics::new(&provider)));
             telemetry.meter = Some(provider);
         } else {
             // Not exported: dropped, and never `tracing` events (the span subscriber takes none).
-            codemode_telemetry::otel::set_metrics(Box::new(NoMetrics));
+            crate::otel::set_metrics(Box::new(NoMetrics));
         }
         Ok(telemetry)
     }
@@ -176,14 +183,14 @@ impl Telemetry {
         if let Some(pause) = &self.pause {
             pause.set(paused);
         }
-        codemode_telemetry::otel::pause(paused);
+        crate::otel::pause(paused);
     }
 
     /// Exports what is still buffered and stops the exporters; call it outside any async runtime, as the process
     /// ends. Failures are reported on stderr: the process's own outcome stands.
     pub fn shutdown(self) {
-        if let Some(processor) = self.spans
-            && let Err(e) = processor.shutdown()
+        if let Some(provider) = self.spans
+            && let Err(e) = provider.shutdown()
         {
             eprintln!("codemode: exporting the last spans failed: {e}");
         }
@@ -193,6 +200,37 @@ impl Telemetry {
             eprintln!("codemode: exporting the last metrics failed: {e}");
         }
     }
+}
+
+/// Pauses and resumes span export: while paused, every `codemode` callsite is disabled, as without a subscriber.
+#[derive(Clone, Debug, Default)]
+struct Pause(Arc<AtomicBool>);
+
+impl Pause {
+    fn set(&self, paused: bool) {
+        self.0.store(paused, Ordering::Relaxed);
+        // Callsites cache whether they are enabled; they ask the filter again.
+        tracing::callsite::rebuild_interest_cache();
+    }
+}
+
+/// The process's subscriber: `tracing_subscriber`'s registry, a filter that enables only `codemode` spans (none
+/// while paused), and tracing-opentelemetry's layer handing them to `provider`'s tracer. The layer adds no code
+/// location, thread, level or target attributes, keeps no busy/idle timings and does not make a span's OpenTelemetry
+/// context current when it is entered: a span's attributes are the fields its call site names.
+fn subscriber(provider: &SdkTracerProvider, pause: Pause) -> impl tracing::Subscriber + Send + Sync {
+    let filter = tracing_subscriber::filter::filter_fn(move |metadata| {
+        metadata.is_span() && metadata.target().starts_with(crate::otel::TARGET) && !pause.0.load(Ordering::Relaxed)
+    });
+    let layer = tracing_opentelemetry::layer()
+        .with_tracer(provider.tracer("codemode"))
+        .with_location(false)
+        .with_threads(false)
+        .with_level(false)
+        .with_target(false)
+        .with_tracked_inactivity(false)
+        .with_context_activation(false);
+    tracing_subscriber::registry().with(filter).with(layer)
 }
 
 /// A span exporter whose batches are converted and encoded at a lower scheduling priority (nice 10): the batch
@@ -258,9 +296,9 @@ pub fn continue_trace(span: &tracing::Span, traceparent: Option<&str>, tracestat
         carrier.insert("tracestate".to_owned(), state.to_owned());
     }
     let cx = TraceContextPropagator::new().extract(&Carrier(&mut carrier));
-    let remote = cx.span().span_context().clone();
-    if remote.is_valid() {
-        spans::set_remote_parent(span, &remote);
+    if cx.span().span_context().is_valid() {
+        // Only a span the export layer records can take a parent; any other is not exported anyway.
+        let _ = span.set_parent(cx);
     }
 }
 
@@ -270,7 +308,10 @@ pub fn trace_headers(span: &tracing::Span) -> Option<(String, Option<String>)> {
     if span.is_disabled() {
         return None;
     }
-    let cx = opentelemetry::Context::new().with_remote_span_context(spans::span_context(span)?);
+    let cx = span.context();
+    if !cx.span().span_context().is_valid() {
+        return None;
+    }
     let mut carrier = HashMap::new();
     TraceContextPropagator::new().inject_context(&cx, &mut Carrier(&mut carrier));
     let parent = carrier.remove("traceparent")?;
@@ -281,7 +322,7 @@ pub fn trace_headers(span: &tracing::Span) -> Option<(String, Option<String>)> {
 const MESSAGE_BYTES: usize = 512;
 
 /// Records an error on `span`: `error.type`, the ERROR status and the message, redacted with `redactor` and capped.
-pub fn record_error(span: &tracing::Span, kind: &str, message: &str, redactor: &codemode::Redactor) {
+pub fn record_error(span: &tracing::Span, kind: &str, message: &str, redactor: &crate::Redactor) {
     if span.is_disabled() {
         return;
     }
@@ -313,7 +354,7 @@ impl Injector for Carrier<'_> {
     }
 }
 
-/// The metrics sink of an exporting process: the instruments of `codemode_telemetry::otel::metric`, recorded
+/// The metrics sink of an exporting process: the instruments of `crate::otel::metric`, recorded
 /// directly (durations in seconds).
 struct OtelMetrics {
     exec_duration: Histogram<f64>,
@@ -331,7 +372,7 @@ struct OtelMetrics {
 
 impl OtelMetrics {
     fn new(provider: &SdkMeterProvider) -> OtelMetrics {
-        use codemode_telemetry::otel::metric;
+        use crate::otel::metric;
         use opentelemetry::metrics::MeterProvider as _;
         let meter = provider.meter("codemode");
         let seconds = |name: &'static str, description: &'static str| {
@@ -386,7 +427,7 @@ impl CallSet {
 /// The sink of a process that exports traces but not metrics.
 struct NoMetrics;
 
-impl codemode_telemetry::otel::Metrics for NoMetrics {
+impl crate::otel::Metrics for NoMetrics {
     fn exec(&self, _: &'static str, _: &'static str, _: f64) {}
     fn call(&self, _: &str, _: &'static str, _: bool, _: Option<f64>) {}
     fn replay(&self) {}
@@ -394,9 +435,9 @@ impl codemode_telemetry::otel::Metrics for NoMetrics {
     fn mcp_server(&self, _: &str, _: Option<&str>, _: f64) {}
 }
 
-impl codemode_telemetry::otel::Metrics for OtelMetrics {
+impl crate::otel::Metrics for OtelMetrics {
     fn exec(&self, tool: &'static str, status: &'static str, seconds: f64) {
-        use codemode_telemetry::otel::attr;
+        use crate::otel::attr;
         let mut bound = self.bound_exec.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let found = bound.iter().position(|(set, _)| *set == (tool, status));
         let index = found.unwrap_or_else(|| {
@@ -408,7 +449,7 @@ impl codemode_telemetry::otel::Metrics for OtelMetrics {
     }
 
     fn call(&self, tool: &str, status: &'static str, replayed: bool, seconds: Option<f64>) {
-        use codemode_telemetry::otel::attr;
+        use crate::otel::attr;
         let attributes = || {
             [
                 KeyValue::new(attr::GEN_AI_TOOL_NAME, tool.to_owned()),
@@ -456,7 +497,7 @@ impl codemode_telemetry::otel::Metrics for OtelMetrics {
 
 /// The attributes of the MCP request metrics: the method, the tool and, for a failed request, `error.type`.
 fn mcp_attributes(tool: &str, error_type: Option<&str>) -> Vec<KeyValue> {
-    use codemode_telemetry::otel::{TOOLS_CALL, attr};
+    use crate::otel::{TOOLS_CALL, attr};
     let mut attributes =
         vec![KeyValue::new(attr::MCP_METHOD_NAME, TOOLS_CALL), KeyValue::new(attr::GEN_AI_TOOL_NAME, tool.to_owned())];
     if let Some(kind) = error_type {
@@ -465,10 +506,21 @@ fn mcp_attributes(tool: &str, error_type: Option<&str>) -> Vec<KeyValue> {
     attributes
 }
 
+/// What the engine gauges read: runs parked in this process, idle workers and parked runs that keep their worker.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EngineGauges {
+    /// Runs parked in this process.
+    pub parked_runs: usize,
+    /// Workers idle in the pool.
+    pub idle_workers: usize,
+    /// Parked runs that keep their live worker.
+    pub parked_with_worker: usize,
+}
+
 /// Registers the engine gauges (parked runs, live workers) on the global meter; `stats` reads the engine, or
 /// returns `None` once it is gone. A no-op meter when metrics are off.
-pub fn observe_engine(stats: impl Fn() -> Option<codemode::EngineStats> + Send + Sync + 'static) {
-    use codemode_telemetry::otel::metric;
+pub fn observe_engine(stats: impl Fn() -> Option<EngineGauges> + Send + Sync + 'static) {
+    use crate::otel::metric;
     let meter = opentelemetry::global::meter("codemode");
     let stats = std::sync::Arc::new(stats);
     let parked = stats.clone();
@@ -500,17 +552,130 @@ pub fn observe_engine(stats: impl Fn() -> Option<codemode::EngineStats> + Send +
 mod tests {
     use super::*;
 
+    use opentelemetry::Value;
+    use opentelemetry::trace::{SpanId, SpanKind, Status};
+    use opentelemetry_sdk::trace::{InMemorySpanExporter, Sampler, SpanData};
+
+    /// A client's trace: trace id, parent span id, sampled.
+    const TRACEPARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+
+    /// Runs `f` under the export subscriber (sampling with `sampler`, paused if `paused`) and returns the spans it
+    /// exported, in the order they ended.
+    fn exported(sampler: Sampler, paused: bool, f: impl FnOnce()) -> Vec<SpanData> {
+        let exporter = InMemorySpanExporter::default();
+        let provider =
+            SdkTracerProvider::builder().with_simple_exporter(exporter.clone()).with_sampler(sampler).build();
+        let pause = Pause::default();
+        pause.0.store(paused, Ordering::Relaxed);
+        tracing::subscriber::with_default(subscriber(&provider, pause), f);
+        provider.force_flush().expect("flush");
+        exporter.get_finished_spans().expect("spans")
+    }
+
+    fn attribute<'a>(span: &'a SpanData, key: &str) -> Option<&'a Value> {
+        span.attributes.iter().find(|kv| kv.key.as_str() == key).map(|kv| &kv.value)
+    }
+
     #[test]
     fn trace_context_round_trips_through_a_span_only_when_exported() {
-        // No subscriber in this test binary: spans are disabled and nothing is injected.
+        // No subscriber here: spans are disabled and nothing is injected.
         let span = tracing::info_span!(target: "codemode", "x");
         assert!(trace_headers(&span).is_none());
-        continue_trace(&span, Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"), None);
+        continue_trace(&span, Some(TRACEPARENT), None);
+    }
+
+    #[test]
+    fn spans_keep_their_tree_names_kinds_attributes_and_status() {
+        let spans = exported(Sampler::ParentBased(Box::new(Sampler::AlwaysOn)), false, || {
+            let run = tracing::info_span!(target: "codemode", "execute_tool", "otel.name" = "execute_tool exec", "otel.kind" = "internal");
+            let call = tracing::info_span!(
+                target: "codemode",
+                parent: &run,
+                "execute_tool",
+                "otel.name" = "execute_tool echo",
+                "gen_ai.tool.name" = "echo",
+                "codemode.replayed" = false,
+                "jsonrpc.request.id" = 7_i64,
+                "codemode.status" = tracing::field::Empty,
+                "otel.status_code" = tracing::field::Empty,
+                "otel.status_description" = tracing::field::Empty,
+            );
+            call.record("codemode.status", "error");
+            call.record("otel.status_code", "ERROR");
+            call.record("otel.status_description", "boom");
+            drop(call);
+            let server = tracing::info_span!(target: "codemode", parent: None, "tools/call", "otel.kind" = "server");
+            drop(server);
+            // Not the `codemode` target: never recorded.
+            let _rmcp = tracing::info_span!(target: "rmcp", "serve");
+        });
+        let names: Vec<&str> = spans.iter().map(|s| s.name.as_ref()).collect();
+        assert_eq!(names, ["execute_tool echo", "tools/call", "execute_tool exec"]);
+        let (call, server, run) = (&spans[0], &spans[1], &spans[2]);
+        assert_eq!(call.parent_span_id, run.span_context.span_id());
+        assert_eq!(call.span_context.trace_id(), run.span_context.trace_id());
+        assert_eq!(run.parent_span_id, SpanId::INVALID);
+        assert_ne!(server.span_context.trace_id(), run.span_context.trace_id(), "a root starts a trace");
+        assert_eq!((run.span_kind.clone(), server.span_kind.clone()), (SpanKind::Internal, SpanKind::Server));
+        assert_eq!(attribute(call, "gen_ai.tool.name"), Some(&Value::from("echo")));
+        assert_eq!(attribute(call, "codemode.replayed"), Some(&Value::Bool(false)));
+        assert_eq!(attribute(call, "jsonrpc.request.id"), Some(&Value::I64(7)));
+        assert_eq!(attribute(call, "codemode.status"), Some(&Value::from("error")));
+        assert!(call.attributes.iter().all(|kv| !kv.key.as_str().starts_with("otel.")), "{:?}", call.attributes);
+        assert!(call.attributes.iter().all(|kv| !kv.key.as_str().starts_with("code.")), "no code location");
+        assert_eq!(call.status, Status::error("boom"));
+        assert_eq!(run.status, Status::Unset);
+        assert!(call.start_time <= call.end_time && run.start_time <= call.start_time);
+    }
+
+    #[test]
+    fn a_span_continues_a_remote_trace_and_hands_its_own_context_on() {
+        let mut handed = None;
+        let spans = exported(Sampler::ParentBased(Box::new(Sampler::AlwaysOn)), false, || {
+            let server = tracing::info_span!(target: "codemode", "tools/call", "otel.kind" = "server");
+            continue_trace(&server, Some(TRACEPARENT), Some("vendor=x"));
+            let client = tracing::info_span!(target: "codemode", parent: &server, "tools/call", "otel.kind" = "client");
+            handed = trace_headers(&client);
+        });
+        let (client, server) = (&spans[0], &spans[1]);
+        assert_eq!(format!("{:032x}", server.span_context.trace_id()), "0af7651916cd43dd8448eb211c80319c");
+        assert_eq!(format!("{:016x}", server.parent_span_id), "b7ad6b7169203331");
+        assert!(server.parent_span_is_remote);
+        assert_eq!(server.span_context.trace_state().header(), "vendor=x");
+        assert_eq!(client.parent_span_id, server.span_context.span_id());
+        assert_eq!(client.span_context.trace_id(), server.span_context.trace_id());
+        let (parent, state) = handed.expect("a recorded span has a context");
+        let expected = format!("00-0af7651916cd43dd8448eb211c80319c-{:016x}-01", client.span_context.span_id());
+        assert_eq!((parent, state.as_deref()), (expected, Some("vendor=x")));
+    }
+
+    #[test]
+    fn unsampled_traces_are_not_exported_but_still_propagate() {
+        let mut handed = None;
+        let spans = exported(Sampler::ParentBased(Box::new(Sampler::AlwaysOn)), false, || {
+            let server = tracing::info_span!(target: "codemode", "tools/call");
+            continue_trace(&server, Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"), None);
+            let child = tracing::info_span!(target: "codemode", parent: &server, "execute_tool");
+            handed = trace_headers(&child);
+        });
+        assert!(spans.is_empty(), "{spans:?}");
+        let (parent, _) = handed.expect("an unsampled span still has a context");
+        assert!(parent.starts_with("00-0af7651916cd43dd8448eb211c80319c-") && parent.ends_with("-00"), "{parent}");
+    }
+
+    #[test]
+    fn a_paused_subscriber_records_no_span() {
+        let spans = exported(Sampler::AlwaysOn, true, || {
+            let span = tracing::info_span!(target: "codemode", "paused");
+            assert!(span.is_disabled());
+            assert!(trace_headers(&span).is_none());
+        });
+        assert!(spans.is_empty(), "{spans:?}");
     }
 
     #[test]
     fn call_metrics_count_by_tool_status_and_replay_bound_or_not() {
-        use codemode_telemetry::otel::Metrics as _;
+        use crate::otel::Metrics as _;
         use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
         use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader};
 
@@ -539,7 +704,7 @@ mod tests {
             pairs.sort();
             pairs.join(",")
         };
-        let AggregatedMetrics::U64(MetricData::Sum(calls)) = find(codemode_telemetry::otel::metric::CALLS) else {
+        let AggregatedMetrics::U64(MetricData::Sum(calls)) = find(crate::otel::metric::CALLS) else {
             panic!("calls is a u64 sum")
         };
         let mut counts: Vec<(String, u64)> =
@@ -553,9 +718,7 @@ mod tests {
                 ("codemode.replayed=true,codemode.status=error,gen_ai.tool.name=echo".to_owned(), 1),
             ]
         );
-        let AggregatedMetrics::F64(MetricData::Histogram(durations)) =
-            find(codemode_telemetry::otel::metric::CALL_DURATION)
-        else {
+        let AggregatedMetrics::F64(MetricData::Histogram(durations)) = find(crate::otel::metric::CALL_DURATION) else {
             panic!("call duration is an f64 histogram")
         };
         let mut sums: Vec<(String, u64, f64)> =
