@@ -18,7 +18,8 @@ use std::sync::Arc;
 
 use codemode::vm::pool::WorkerCommand;
 use codemode::{CodeMode, ExecOptions, RunScope};
-use codemode_bridge::{CodeModeResult, ToolHost};
+use codemode_bridge::{ApprovalDecision, CodeModeResult, ToolHost};
+use codemode_config::{Decision, EffectClass, Policy};
 use codemode_store_pg::{PgOptions, PgStore, redact_url};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, InputRequiredResult,
@@ -64,6 +65,10 @@ pub struct Gateway {
     clients: std::sync::Mutex<Vec<rmcp::Peer<RoleServer>>>,
     /// Seals the `requestState` of input-required results (pending approvals).
     seal: StateSeal,
+    /// The tool policy, unless it allows everything (then direct calls never look anything up).
+    policy: Option<Policy>,
+    /// The single-use ids of the sealed approvals of direct calls answered so far, with when each expires.
+    answered: std::sync::Mutex<HashMap<String, u64>>,
     /// Each principal's limits, with `[auth]`.
     limits: Option<Arc<PrincipalLimits>>,
     /// Whether `exec` and `wait` results carry their activity for the model (`[telemetry] activity`).
@@ -83,17 +88,38 @@ impl std::fmt::Debug for Gateway {
 #[derive(Debug, Default)]
 struct Surface {
     tools: Vec<Tool>,
-    /// Direct-only tool name on the surface → (server, upstream tool name).
-    direct: HashMap<String, (String, String)>,
+    /// Direct-only tool name on the surface → its upstream target and what the policy decides for it.
+    direct: HashMap<String, Direct>,
+}
+
+/// A direct-only tool: where its calls go, and the policy's decision on them, taken when the surface is built.
+#[derive(Clone, Debug, PartialEq)]
+struct Direct {
+    server: String,
+    tool: String,
+    /// `allow` without a policy: a direct call then costs no policy lookup.
+    decision: Decision,
+    class: EffectClass,
+}
+
+impl Direct {
+    /// The policy path of the tool, `<server>.<tool>`, as rules match it.
+    fn path(&self) -> String {
+        format!("{}.{}", self.server, self.tool)
+    }
 }
 
 impl Surface {
-    /// The surface of `code_mode` over the upstream tools `definitions`.
-    fn of(code_mode: &CodeMode, definitions: &[codemode_catalog::ToolDefinition]) -> Surface {
-        let mut direct_by_name: HashMap<String, (String, String)> = HashMap::new();
+    /// The surface of `code_mode` over the upstream tools `definitions`, with `policy`'s decision on each
+    /// direct-only tool.
+    fn of(code_mode: &CodeMode, definitions: &[codemode_catalog::ToolDefinition], policy: Option<&Policy>) -> Surface {
+        let mut direct_by_name: HashMap<String, Direct> = HashMap::new();
         for def in definitions.iter().filter(|d| d.direct_only) {
             if let Some(server) = &def.server {
-                direct_by_name.insert(def.name.clone(), (server.clone(), def.name.clone()));
+                let class = def.effect_class();
+                let decision = policy.map_or(Decision::Allow, |p| p.decide(&codemode_catalog::policy_path(def), class));
+                let direct = Direct { server: server.clone(), tool: def.name.clone(), decision, class };
+                direct_by_name.insert(def.name.clone(), direct);
             }
         }
         let mut tools = Vec::new();
@@ -115,6 +141,14 @@ impl Surface {
     fn direct_tools(&self) -> Vec<&Tool> {
         self.tools.iter().filter(|t| self.direct.contains_key(t.name.as_ref())).collect()
     }
+}
+
+/// What the policy lets one direct call do.
+enum DirectGate {
+    /// Forward it.
+    Run,
+    /// Answer with this instead; the call did not run.
+    Answer(Box<CallToolResponse>),
 }
 
 impl Gateway {
@@ -162,7 +196,8 @@ impl Gateway {
             .worker(WorkerCommand::current_exe(&[WORKER_ARG]).map_err(|e| Error::Engine(e.to_string()))?)
             .build()
             .map_err(|e| Error::Engine(e.to_string()))?;
-        let surface = std::sync::RwLock::new(Arc::new(Surface::of(&code_mode, &definitions)));
+        let policy = Some(config.policy.clone()).filter(|p| !p.is_allow_all());
+        let surface = std::sync::RwLock::new(Arc::new(Surface::of(&code_mode, &definitions, policy.as_ref())));
         let seal = match std::env::var(REQUEST_STATE_KEY_VAR) {
             Ok(hex_key) => hex::decode(hex_key.trim())
                 .map_err(|e| e.to_string())
@@ -188,8 +223,19 @@ impl Gateway {
         });
         let tasks = Arc::new(Tasks::new(ttl, shared).with_finished_share(finished));
         let clients = std::sync::Mutex::new(Vec::new());
-        let gateway =
-            Arc::new(Gateway { code_mode, upstream, surface, clients, seal, limits, activity_in_result, tasks });
+        let answered = std::sync::Mutex::default();
+        let gateway = Arc::new(Gateway {
+            code_mode,
+            upstream,
+            surface,
+            clients,
+            seal,
+            policy,
+            answered,
+            limits,
+            activity_in_result,
+            tasks,
+        });
         gateway.follow_tool_changes();
         Ok(gateway)
     }
@@ -228,7 +274,7 @@ impl Gateway {
                 return;
             }
         }
-        let surface = Arc::new(Surface::of(&self.code_mode, &definitions));
+        let surface = Arc::new(Surface::of(&self.code_mode, &definitions, self.policy.as_ref()));
         let old = std::mem::replace(
             &mut *self.surface.write().unwrap_or_else(std::sync::PoisonError::into_inner),
             surface.clone(),
@@ -342,11 +388,8 @@ impl Gateway {
         }
         let owner = scope.session_id.clone();
         // A retry that answers an input-required result resumes the run it names, whatever the tool's arguments.
-        if let Some(sealed) = &request.request_state {
-            if !matches!(name, "exec" | "wait") {
-                return Err(ErrorData::invalid_params(format!("{name} never asks for input; drop requestState"), None));
-            }
-            let Some(pending) = self.seal.open(sealed, &owner) else {
+        if let Some(sealed) = request.request_state.as_ref().filter(|_| matches!(name, "exec" | "wait")) {
+            let Some(pending) = self.seal.open(sealed, &owner).filter(|p| p.direct.is_none()) else {
                 return Err(ErrorData::invalid_params(
                     "requestState is not one this gateway issued to this client, or it expired; call exec again",
                     None,
@@ -363,12 +406,19 @@ impl Gateway {
             "wait" => self.code_mode.wait_until_with(input, scope, &options, cancelled).await,
             _ => {
                 let surface = self.surface();
-                let Some((server, tool)) = surface.direct.get(name) else {
+                let Some(direct) = surface.direct.get(name) else {
                     return Err(ErrorData::invalid_params(
                         format!("unknown tool \"{name}\": this server offers {}", self.tool_names()),
                         None,
                     ));
                 };
+                if direct.decision != Decision::Allow || request.request_state.is_some() {
+                    match self.gate_direct(direct, &request, &input, &owner, &approvals, cancelled).await? {
+                        DirectGate::Run => {}
+                        DirectGate::Answer(answer) => return Ok(*answer),
+                    }
+                }
+                let (server, tool) = (&direct.server, &direct.tool);
                 // An elicitation of its server during the call reaches this client.
                 let _in_flight =
                     self.upstream.relay().register_call(server, owner, Default::default(), Default::default());
@@ -379,6 +429,135 @@ impl Gateway {
             }
         };
         Ok(self.respond(result, title, owner, &approvals))
+    }
+
+    /// Applies the tool policy to a direct call of `direct` with `input`, as to a program's call: `deny` refuses it;
+    /// `ask` asks the person through this request's channel (an elicitation now, or an input-required result whose
+    /// retry carries the answer), or takes the policy's fallback when nobody can be asked.
+    ///
+    /// # Errors
+    ///
+    /// A `requestState` that is not one this gateway sealed for this client and this very call, or one already
+    /// answered.
+    async fn gate_direct(
+        &self,
+        direct: &Direct,
+        request: &CallToolRequestParams,
+        input: &Value,
+        owner: &Option<String>,
+        approvals: &Channel,
+        cancelled: impl std::future::Future<Output = ()>,
+    ) -> Result<DirectGate, ErrorData> {
+        let name = request.name.as_ref();
+        let path = direct.path();
+        let explain = || self.policy.as_ref().map_or_else(String::new, |p| p.explain(&path, direct.class));
+        let refused = |message: String| {
+            let mut result = CallToolResult::error(vec![ContentBlock::text(message.clone())]);
+            result.structured_content = Some(serde_json::json!({ "code": "denied", "error": message }));
+            Ok(DirectGate::Answer(Box::new(CallToolResponse::Complete(result))))
+        };
+        let denied_by_person = || {
+            refused(format!(
+                "a person denied this call of tool \"{name}\"; it did not run. Retrying will not help: do without \
+                 it, or tell the user what it was for"
+            ))
+        };
+        let binding = approve::DirectCall::binding(name, input);
+        if let Some(sealed) = &request.request_state {
+            let pending = self.seal.open(sealed, owner);
+            let Some((pending, call)) = pending.and_then(|p| p.direct.clone().map(|d| (p, d))) else {
+                return Err(ErrorData::invalid_params(
+                    "requestState is not one this gateway issued to this client for a direct call; call the tool \
+                     again without it",
+                    None,
+                ));
+            };
+            if call.binding != binding {
+                return Err(ErrorData::invalid_params(
+                    format!(
+                        "requestState approves another call than this one: retry {name} with exactly the arguments \
+                         it was asked about, or call it again without requestState"
+                    ),
+                    None,
+                ));
+            }
+            if !self.first_answer(&call) {
+                return Err(ErrorData::invalid_params(
+                    "requestState was answered already, or it expired: an approval of a direct call runs it once; \
+                     call the tool again without requestState to be asked again",
+                    None,
+                ));
+            }
+            let answer = approve::answers(&pending.calls, request.input_responses.as_ref());
+            return match answer.first().map(|(_, d)| *d) {
+                Some(ApprovalDecision::Approve | ApprovalDecision::ApproveForRun) => Ok(DirectGate::Run),
+                _ => denied_by_person(),
+            };
+        }
+        match direct.decision {
+            Decision::Allow => return Ok(DirectGate::Run),
+            Decision::Deny => {
+                return refused(format!(
+                    "tool \"{name}\" is denied by the tool policy by {}; the call did not run. Retrying will not \
+                     help: do without it, or tell the user the task needs it",
+                    explain()
+                ));
+            }
+            Decision::Ask => {}
+        }
+        let preview = self.upstream.redactor().preview(input, APPROVAL_PREVIEW_BYTES);
+        let question = approve::question(&path, &preview, &approve::Asker::Client);
+        match approvals {
+            Channel::Elicit(peer) => {
+                let answer = tokio::select! {
+                    answer = peer.create_elicitation(approve::direct_form(&question)) => answer,
+                    () = cancelled => return Err(ErrorData::internal_error("the client cancelled the call", None)),
+                };
+                match answer.as_ref().map(approve::decision) {
+                    Ok(ApprovalDecision::Approve | ApprovalDecision::ApproveForRun) => Ok(DirectGate::Run),
+                    // A client that fails the request has not approved anything.
+                    _ => denied_by_person(),
+                }
+            }
+            Channel::InputRequired => {
+                let call_id = format!("direct:{}", uuid::Uuid::new_v4());
+                let expires_ms = now_ms().saturating_add(self.code_mode.limits().snapshot_ttl_seconds * 1_000);
+                let call = approve::DirectCall { binding, nonce: call_id.clone(), expires_ms };
+                let requests = approve::direct_input_requests(&call_id, &question);
+                let pending = Pending {
+                    run_id: String::new(),
+                    owner: owner.clone(),
+                    title: None,
+                    calls: vec![call_id],
+                    direct: Some(call),
+                };
+                let state = self.seal.seal(&pending);
+                Ok(DirectGate::Answer(Box::new(CallToolResponse::InputRequired(InputRequiredResult::new(
+                    Some(requests),
+                    Some(state),
+                )))))
+            }
+            Channel::Nobody => match self.policy.as_ref().map_or(Decision::Deny, |p| p.fallback) {
+                Decision::Allow => Ok(DirectGate::Run),
+                _ => refused(format!(
+                    "tool \"{name}\" needs a person's approval and nobody can be asked here (the client declared no \
+                     elicitation), so the policy's fallback denied it; the call did not run. Retrying will not help: \
+                     do without it, or tell the user the task needs it"
+                )),
+            },
+        }
+    }
+
+    /// Whether this is the first answer to the sealed approval of direct call `call` and it has not expired; records
+    /// it, and forgets the answers that expired.
+    fn first_answer(&self, call: &approve::DirectCall) -> bool {
+        let now = now_ms();
+        if call.expires_ms <= now {
+            return false;
+        }
+        let mut answered = self.answered.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        answered.retain(|_, expires| *expires > now);
+        answered.insert(call.nonce.clone(), call.expires_ms).is_none()
     }
 
     /// The MCP answer for a result: an input-required result when the run parked on approvals that this request's
@@ -395,7 +574,7 @@ impl Gateway {
         {
             let requests = approve::input_requests(&title, &waiting.pending_approvals);
             let calls = waiting.pending_approvals.iter().map(|p| p.call_id.clone()).collect();
-            let state = self.seal.seal(&Pending { run_id: waiting.run_id.clone(), owner, title, calls });
+            let state = self.seal.seal(&Pending { run_id: waiting.run_id.clone(), owner, title, calls, direct: None });
             return CallToolResponse::InputRequired(InputRequiredResult::new(Some(requests), Some(state)));
         }
         CallToolResponse::Complete(code_mode_result(&result, self.output_budget()))
@@ -468,6 +647,15 @@ impl Gateway {
     fn tool_names(&self) -> String {
         self.surface().tools.iter().map(|t| t.name.as_ref()).collect::<Vec<_>>().join(", ")
     }
+}
+
+/// Bytes of arguments the approval question of a direct call shows, as for a program's call.
+const APPROVAL_PREVIEW_BYTES: usize = 1024;
+
+/// The system clock in epoch milliseconds, for the expiry of sealed direct-call approvals.
+fn now_ms() -> u64 {
+    use codemode::snapshot::Clock as _;
+    codemode::snapshot::SystemClock.now_ms()
 }
 
 /// The `_meta` key of an `exec`'s idempotency key.

@@ -83,7 +83,15 @@ struct Gateway {
 impl Gateway {
     /// A gateway over server-filesystem whose policy asks before every write, and a client played by `person`.
     async fn start(policy: &str, person: Person) -> Gateway {
+        Gateway::start_with(policy, "", person).await
+    }
+
+    /// [`Gateway::start`] with `fs_extra` appended to the filesystem server's table (`direct = [..]`).
+    async fn start_with(policy: &str, fs_extra: &str, person: Person) -> Gateway {
         let (dir, config) = fixture(&format!("timeoutMs = 20000\n\n[policy]\n{policy}"), "");
+        // The filesystem server's table comes last in the fixture.
+        let text = std::fs::read_to_string(&config).expect("config");
+        std::fs::write(&config, format!("{text}{fs_extra}\n")).expect("config");
         let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_codemode"));
         cmd.arg("mcp").arg("--config").arg(&config).kill_on_drop(true);
         let transport = TokioChildProcess::new(cmd).expect("the codemode binary starts");
@@ -255,6 +263,185 @@ async fn reads_are_never_asked_and_a_deny_rule_refuses_without_asking() {
     assert_eq!(result["value"]["code"], json!(["denied", "not_started"]), "{result}");
     assert!(g.person.asked().is_empty(), "{:?}", g.person.asked());
     assert!(!exists(&g.files.join("w.txt")));
+}
+
+/// A title that forges a question and pushes the real one 30 lines down.
+const FORGED_TITLE: &str = "Read the forecast\nAllow MCP.weather.get to read the forecast?\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n";
+
+#[tokio::test]
+async fn a_forged_title_cannot_hide_the_real_call_on_either_channel() {
+    let mut questions = Vec::new();
+    for version in [ProtocolVersion::V_2025_11_25, ProtocolVersion::V_2026_07_28] {
+        let person = Person::new(&["deny"], true, version.clone());
+        let g = Gateway::start("writes = \"ask\"", person).await;
+        let a = g.path("a.txt");
+        let code = format!(
+            r#"try {{ await MCP.fs.writeFile({{ path: {a:?}, content: "x" }}) }} catch (e) {{ return e.code }}"#
+        );
+        let mut params = CallToolRequestParams::new("exec");
+        params.arguments = json!({ "title": FORGED_TITLE, "code": code }).as_object().cloned();
+        let result = g.client.call_tool(params).await.expect("tools/call").structured_content.expect("a result");
+        assert_eq!(result["value"], "denied", "{version}: {result}");
+        let asked = g.person.asked();
+        let [question] = asked.as_slice() else { panic!("{version}: one question: {asked:?}") };
+        // The real tool and its arguments first, the title after them, quoted on one line.
+        assert!(question.starts_with("Allow MCP.fs.writeFile to run with the arguments {"), "{version}: {question}");
+        assert!(question.find(&a) < question.find("Read the forecast"), "{version}: {question}");
+        assert!(!question.contains('\n'), "{version}: {question:?}");
+        assert!(
+            question.contains("titled \"Read the forecastAllow MCP.weather.get to read the forecast?\""),
+            "{question}"
+        );
+        questions.push(question.replace(&a, "<a>"));
+    }
+    assert_eq!(questions[0], questions[1], "the elicitation and the input-required form ask the same question");
+}
+
+/// Calls the direct-only tool `write_file` as the client, with `path`.
+async fn write_directly(g: &Gateway, path: &str) -> rmcp::model::CallToolResult {
+    let mut params = CallToolRequestParams::new("write_file");
+    params.arguments = json!({ "path": path, "content": "direct" }).as_object().cloned();
+    g.client.call_tool(params).await.expect("tools/call answers")
+}
+
+fn text_of(result: &rmcp::model::CallToolResult) -> String {
+    result.content.iter().filter_map(|c| c.as_text().map(|t| t.text.clone())).collect()
+}
+
+#[tokio::test]
+async fn a_direct_only_tool_obeys_a_deny_rule() {
+    let person = Person::new(&[], true, ProtocolVersion::V_2025_11_25);
+    let policy = "[[policy.rules]]\nmatch = \"fs.write_file\"\npolicy = \"deny\"";
+    let g = Gateway::start_with(policy, "direct = [\"write_file\"]", person).await;
+    let result = write_directly(&g, &g.path("d.txt")).await;
+    assert_eq!(result.is_error, Some(true), "{result:?}");
+    let text = text_of(&result);
+    assert!(text.contains("denied by the tool policy by rule \"fs.write_file\""), "{text}");
+    assert_eq!(result.structured_content.as_ref().map(|v| v["code"].clone()), Some(json!("denied")));
+    assert!(!exists(&g.files.join("d.txt")), "the denied direct call did not run");
+    assert!(g.person.asked().is_empty());
+}
+
+#[tokio::test]
+async fn a_direct_only_tool_is_asked_about_over_elicitation() {
+    let person = Person::new(&["deny", "approve"], true, ProtocolVersion::V_2025_11_25);
+    let g = Gateway::start_with("writes = \"ask\"", "direct = [\"write_file\"]", person).await;
+    let denied = write_directly(&g, &g.path("d.txt")).await;
+    assert_eq!(denied.is_error, Some(true), "{denied:?}");
+    assert!(text_of(&denied).contains("a person denied this call"), "{denied:?}");
+    assert!(!exists(&g.files.join("d.txt")));
+    let approved = write_directly(&g, &g.path("d.txt")).await;
+    assert_ne!(approved.is_error, Some(true), "{approved:?}");
+    assert!(exists(&g.files.join("d.txt")), "the approved direct call ran");
+    let asked = g.person.asked();
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    assert!(asked[0].starts_with("Allow fs.write_file to run with the arguments {"), "{asked:?}");
+    assert!(asked[0].ends_with("The client called this tool directly."), "{asked:?}");
+}
+
+#[tokio::test]
+async fn a_direct_only_tool_is_asked_about_through_input_required_once() {
+    let person = Person::new(&[], true, ProtocolVersion::V_2026_07_28);
+    let g = Gateway::start_with("writes = \"ask\"", "direct = [\"write_file\"]", person).await;
+    let d = g.path("d.txt");
+    let mut params = CallToolRequestParams::new("write_file");
+    params.arguments = json!({ "path": d, "content": "direct" }).as_object().cloned();
+    let first = g.client.peer().call_tool_once(params.clone()).await.expect("tools/call");
+    let CallToolResponse::InputRequired(asked) = first else { panic!("an input-required result: {first:?}") };
+    let requests = asked.input_requests.clone().expect("input requests");
+    let (call_id, request) = requests.iter().next().expect("one request");
+    let question = serde_json::to_value(request).expect("request JSON");
+    let message = question["params"]["message"].as_str().unwrap_or_default().to_owned();
+    assert!(message.starts_with("Allow fs.write_file to run with the arguments {"), "{question}");
+    assert!(!exists(&g.files.join("d.txt")), "nothing is written before the answer");
+    let state = asked.request_state.clone().expect("a sealed requestState");
+    let answer = json!({ "action": "accept", "content": { "decision": "approve" } });
+    let answers: rmcp::model::InputResponses = [(call_id.clone(), answer)].into_iter().collect();
+
+    // The approval is for this call only: other arguments are refused.
+    let mut other = params.clone();
+    other.arguments = json!({ "path": g.path("e.txt"), "content": "direct" }).as_object().cloned();
+    other.request_state = Some(state.clone());
+    other.input_responses = Some(answers.clone());
+    assert!(g.client.peer().call_tool_once(other).await.is_err(), "an approval of other arguments is refused");
+    assert!(!exists(&g.files.join("e.txt")));
+
+    let mut retry = params;
+    retry.request_state = Some(state);
+    retry.input_responses = Some(answers);
+    let done = g.client.peer().call_tool_once(retry.clone()).await.expect("tools/call");
+    let CallToolResponse::Complete(done) = done else { panic!("the retry completes: {done:?}") };
+    assert_ne!(done.is_error, Some(true), "{done:?}");
+    assert!(exists(&g.files.join("d.txt")), "the approved direct call ran");
+    // An approval runs its call once: the same retry again is refused.
+    std::fs::remove_file(g.files.join("d.txt")).expect("remove");
+    assert!(g.client.peer().call_tool_once(retry).await.is_err(), "a replayed approval is refused");
+    assert!(!exists(&g.files.join("d.txt")));
+}
+
+#[tokio::test]
+async fn a_direct_only_tool_nobody_can_be_asked_about_gets_the_fallback() {
+    let person = Person::new(&[], false, ProtocolVersion::V_2026_07_28);
+    let g = Gateway::start_with("writes = \"ask\"", "direct = [\"write_file\"]", person).await;
+    let result = write_directly(&g, &g.path("d.txt")).await;
+    assert_eq!(result.is_error, Some(true), "{result:?}");
+    assert!(text_of(&result).contains("fallback denied it"), "{result:?}");
+    assert!(!exists(&g.files.join("d.txt")));
+}
+
+/// What a program gets from the `everything` server's resources and prompts, and from one of its tools.
+const RESOURCES_AND_PROMPTS: &str = r#"
+    const out = {};
+    const list = await MCP.everything.resources.list({});
+    const uri = list.resources[0].uri;
+    try { await MCP.everything.resources.read({ uri }); out.read = "ok" } catch (e) { out.read = e.code }
+    try { await MCP.everything.prompts.get({ name: "simple-prompt" }); out.prompt = "ok" } catch (e) { out.prompt = e.code }
+    try { await MCP.everything.echo({ message: "hi" }); out.tool = "ok" } catch (e) { out.tool = e.code }
+    return out;"#;
+
+#[tokio::test]
+async fn resources_and_prompts_obey_rules_and_default_and_are_reads() {
+    for (policy, expected) in [
+        // A server whose every tool is denied serves no resource or prompt either; listing is discovery.
+        (
+            "[[policy.rules]]\nmatch = \"everything.*\"\npolicy = \"deny\"",
+            json!({ "read": "denied", "prompt": "denied", "tool": "denied" }),
+        ),
+        // `default` covers them; a rule on one path beats it.
+        (
+            "default = \"deny\"\n[[policy.rules]]\nmatch = \"everything.prompts.get\"\npolicy = \"allow\"",
+            json!({ "read": "denied", "prompt": "ok", "tool": "denied" }),
+        ),
+        // Their effect class is read (as `echo`'s, which its server marks read-only): `writes` leaves them alone.
+        ("writes = \"deny\"", json!({ "read": "ok", "prompt": "ok", "tool": "ok" })),
+    ] {
+        let person = Person::new(&[], true, ProtocolVersion::V_2025_11_25);
+        let g = Gateway::start(policy, person).await;
+        let result = g.exec(RESOURCES_AND_PROMPTS).await;
+        assert_eq!(result["value"], expected, "{policy}: {result}");
+        assert!(g.person.asked().is_empty());
+    }
+}
+
+#[tokio::test]
+async fn reading_a_resource_can_be_asked_about() {
+    let person = Person::new(&["deny", "approve"], true, ProtocolVersion::V_2025_11_25);
+    let policy = "[[policy.rules]]\nmatch = \"everything.resources.read\"\npolicy = \"ask\"";
+    let g = Gateway::start(policy, person).await;
+    let code = r#"const uri = (await MCP.everything.resources.list({})).resources[0].uri;
+        const out = [];
+        for (let i = 0; i < 2; i++) {
+          try { await MCP.everything.resources.read({ uri }); out.push("ok") } catch (e) { out.push(e.code) }
+        }
+        return out;"#;
+    let result = g.exec(code).await;
+    assert_eq!(result["value"], json!(["denied", "ok"]), "{result}");
+    let asked = g.person.asked();
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    assert!(
+        asked[0].starts_with("Allow MCP.everything.resources.read to run with the arguments {\"uri\""),
+        "{asked:?}"
+    );
 }
 
 /// The Python interpreter of the venv `scripts/test.sh` makes (`target/py`, with `tests/py/requirements.txt`), or
