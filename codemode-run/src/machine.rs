@@ -4,8 +4,7 @@
 //!
 //! Invariant: every settlement sent to the worker is appended to the journal, in delivery order, before the `Settle`
 //! command is returned, so a checkpoint taken at any park replays to the same state. While a call waits for a
-//! person's approval and the program sits idle waiting on host work, the deadline and the park time do not run (the
-//! seed's paused clock); what the program computes meanwhile stays charged. A `wait` with a wait
+//! person's approval, the deadline and the park time do not run (the seed's paused clock). A `wait` with a wait
 //! budget ([`RunMachine::hold`]) holds a run whose program is waiting on host work until something settles or the
 //! budget passes, instead of parking at the park time; that waiting is not charged to the execution deadline.
 
@@ -207,9 +206,6 @@ pub struct RunMachine {
     pub(crate) asked: BTreeMap<u32, AskedCall>,
     /// When the current approval pause began (epoch ms), while a call is being asked.
     pause_since: Option<u64>,
-    /// Approval pauses that ended since the last collect (epoch ms, from and to): the next collect credits the part
-    /// of each that the program spent idle in it.
-    paused: Vec<(u64, u64)>,
     /// Nested calls waiting for a person (an elicitation the host relays), by request id, with how many waits each
     /// has open: while any is, the deadline and the park time stand still, as during an approval.
     held: BTreeMap<u32, u32>,
@@ -300,7 +296,6 @@ impl RunMachine {
             queue: VecDeque::new(),
             asked: BTreeMap::new(),
             pause_since: None,
-            paused: Vec::new(),
             held: BTreeMap::new(),
             effects: BTreeMap::new(),
             tool_calls: BTreeSet::new(),
@@ -344,7 +339,6 @@ impl RunMachine {
             queue: VecDeque::new(),
             asked: BTreeMap::new(),
             pause_since: None,
-            paused: Vec::new(),
             held: BTreeMap::new(),
             effects: checkpoint.effects.iter().map(|e| (e.id, e.effect.clone())).collect(),
             // Calls in flight when it parked: settled later (by their tool, or as interrupted), then counted.
@@ -404,7 +398,6 @@ impl RunMachine {
         self.park_at_ms = if self.await_results { NO_PARK } else { self.deadline_ms - margin };
         // Deferred approvals are dispatched again: the wait's answer or its approver decides them. A call still
         // being asked keeps the clock paused from now (time parked earns no credit).
-        self.paused.clear();
         let deferred: Vec<u32> = self.asked.iter().filter(|(_, a)| a.deferred).map(|(id, _)| *id).collect();
         for id in deferred {
             if let (Some(call), Some((_, digest))) = (self.asked.remove(&id), self.pending.get(&id)) {
@@ -564,7 +557,6 @@ impl RunMachine {
                     Some(_) => {
                         self.asked.remove(&settlement.id);
                         if !self.asking() {
-                            // No decision came, so there is no time it ended: this pause earns no more credit.
                             self.pause_since = None;
                         }
                     }
@@ -595,10 +587,8 @@ impl RunMachine {
                     let held = now_ms.saturating_sub(since_ms);
                     self.deadline_ms = self.deadline_ms.saturating_add(held);
                     self.park_at_ms = self.park_at_ms.saturating_add(held);
-                } else {
-                    self.credit_pause(since_ms, now_ms);
                 }
-                self.paused.clear();
+                self.credit_pause(now_ms);
                 self.on_collected(now_ms, timed_out, idle);
             }
         }
@@ -618,8 +608,8 @@ impl RunMachine {
         }
     }
 
-    /// Records a call whose approval is being asked since `now_ms` (or was deferred): while one is being asked and
-    /// the program waits idle in a collect, the deadline and the park time stand still.
+    /// Records a call whose approval is being asked since `now_ms` (or was deferred): while one is being asked, the
+    /// deadline and the park time stand still.
     pub fn approval_asked(&mut self, call: AskedCall, now_ms: u64) {
         if !call.deferred && !self.asking() {
             self.pause_since = Some(now_ms);
@@ -629,8 +619,7 @@ impl RunMachine {
 
     /// The decision on call `id` arrived at `at_ms`. Approved, a write-class call (`write`) enters the effect record
     /// as `uncertain` until its tool answers; denied, its settlement follows; deferred, it waits in the run for a
-    /// later `wait`'s answer. The last decision pending ends the pause: the collect it falls in moves the deadline
-    /// by the part of the pause the program spent idle.
+    /// later `wait`'s answer. The last decision pending ends the pause: the deadline moves by the time it took.
     pub fn approval_decided(&mut self, id: u32, decision: ApprovalDecision, at_ms: u64, write: bool) {
         let Some(call) = self.asked.get_mut(&id) else { return };
         let approved = matches!(decision, ApprovalDecision::Approve | ApprovalDecision::ApproveForRun);
@@ -652,7 +641,8 @@ impl RunMachine {
             );
         }
         if !self.asking() {
-            self.end_pause(at_ms);
+            self.credit_pause(at_ms);
+            self.pause_since = None;
         }
     }
 
@@ -666,8 +656,7 @@ impl RunMachine {
     }
 
     /// Nested call `id` began (`on`) or ended a wait for a person at `at_ms`: the first wait to begin pauses the
-    /// deadline and the park time (unless an approval already did), the last to end it; collects credit the idle
-    /// part of the pause.
+    /// deadline and the park time (unless an approval already did), the last to end moves them by the pause.
     pub fn hold_changed(&mut self, id: u32, on: bool, at_ms: u64) {
         let was = self.asking();
         if on {
@@ -680,7 +669,10 @@ impl RunMachine {
         }
         match (was, self.asking()) {
             (false, true) => self.pause_since = Some(at_ms),
-            (true, false) => self.end_pause(at_ms),
+            (true, false) => {
+                self.credit_pause(at_ms);
+                self.pause_since = None;
+            }
             _ => {}
         }
     }
@@ -690,24 +682,18 @@ impl RunMachine {
         !self.held.is_empty() || self.asked.values().any(|a| !a.deferred)
     }
 
-    /// Ends the approval pause at `at_ms`; the next collect credits what of it the program spent idle.
-    fn end_pause(&mut self, at_ms: u64) {
-        if let Some(since) = self.pause_since.take() {
-            self.paused.push((since, at_ms));
+    /// Moves the deadline and the park time by the approval pause up to `now_ms`.
+    fn credit_pause(&mut self, now_ms: u64) {
+        let Some(since) = self.pause_since else { return };
+        let paused = now_ms.saturating_sub(since);
+        // A cell that awaits its results is not charged for host work anyway.
+        if !self.await_results {
+            self.deadline_ms = self.deadline_ms.saturating_add(paused);
+            if self.park_at_ms != NO_PARK {
+                self.park_at_ms = self.park_at_ms.saturating_add(paused);
+            }
         }
-    }
-
-    /// Moves the deadline and the park time by the time a collect from `since_ms` to `now_ms` overlapped an
-    /// approval pause: the program sat idle waiting then. The time it computes while a call is being asked (it did
-    /// not await the call) stays charged, so a program cannot outrun its deadline by keeping a question open.
-    fn credit_pause(&mut self, since_ms: u64, now_ms: u64) {
-        let overlap = |from: u64, to: u64| to.min(now_ms).saturating_sub(from.max(since_ms));
-        let open = self.pause_since.map_or(0, |from| overlap(from, now_ms));
-        let paused = self.paused.iter().map(|&(from, to)| overlap(from, to)).fold(open, u64::saturating_add);
-        self.deadline_ms = self.deadline_ms.saturating_add(paused);
-        if self.park_at_ms != NO_PARK {
-            self.park_at_ms = self.park_at_ms.saturating_add(paused);
-        }
+        self.pause_since = Some(now_ms);
     }
 
     /// The effect facts of the run so far; `list` adds the completed and uncertain writes (failed results). With

@@ -6,12 +6,10 @@ use std::collections::{BTreeSet, VecDeque};
 use std::fmt::Write as _;
 
 use codemode_bridge::{
-    BridgeCall, BridgeMethod, BridgeRequest, ErrorCode, FailurePhase, Journal, OutputItem, PendingApproval, Settlement,
-    SettlementValue,
+    BridgeCall, BridgeMethod, BridgeRequest, ErrorCode, FailurePhase, Journal, OutputItem, Settlement, SettlementValue,
 };
 use codemode_run::Cell;
 use codemode_run::machine::{Command, Ending, Event, NO_PARK, RunMachine, RunSetup};
-use codemode_snapshot::AskedCall;
 use codemode_vm::pool::Death;
 use codemode_vm::protocol::{CellLimits, GuestOutcome, HostMessage, WorkerMessage};
 use serde_json::{Value, json};
@@ -57,21 +55,13 @@ pub struct Stage {
     now: u64,
     beats: VecDeque<Beat>,
     in_flight: BTreeSet<u32>,
-    /// Tools whose calls wait for a person's approval (never decided in the script).
-    asks: BTreeSet<String>,
     out: String,
 }
 
 impl Stage {
     /// A stage whose clock reads `now`.
     pub fn at(now: u64) -> Stage {
-        Stage { now, beats: VecDeque::new(), in_flight: BTreeSet::new(), asks: BTreeSet::new(), out: String::new() }
-    }
-
-    /// Calls of `tool` are asked about as they are dispatched, and the person never answers in the script.
-    pub fn asking(mut self, tool: &str) -> Stage {
-        self.asks.insert(tool.to_owned());
-        self
+        Stage { now, beats: VecDeque::new(), in_flight: BTreeSet::new(), out: String::new() }
     }
 
     /// Moves the clock between calls (the model took this long to call `wait`).
@@ -183,24 +173,12 @@ impl Stage {
         panic!("the run did not stop in 1000 commands:\n{}", self.out);
     }
 
-    /// The fake host: `yield` parks, `sleep` and `callValue` run as tasks (settled by the script), a `callValue`
-    /// of a tool in `asks` is asked about from now, everything else settles at once with `{"answer": method}`.
+    /// The fake host: `yield` parks, `sleep` and `callValue` run as tasks (settled by the script), everything else
+    /// settles at once with `{"answer": method}`.
     fn dispatch(&mut self, machine: &mut RunMachine, request: BridgeRequest) {
         let digest = request.digest();
         match (&request.call, request.method()) {
             (BridgeCall::Yield(args), _) => machine.yielded(request.id, args.reason.clone()),
-            (BridgeCall::CallValue(args), method) if self.asks.contains(&args.tool) => {
-                self.in_flight.insert(request.id);
-                machine.dispatched(request.id, method, digest, None);
-                let approval = PendingApproval {
-                    call_id: format!("bridge:callValue:{}", request.id),
-                    tool: args.tool.clone(),
-                    path: args.tool.clone(),
-                    preview: "{}".into(),
-                };
-                self.line(format!("   ask #{} from {}", request.id, self.now));
-                machine.approval_asked(AskedCall { request, approval, deferred: false }, self.now);
-            }
             (_, method @ (BridgeMethod::CallValue | BridgeMethod::Sleep | BridgeMethod::Namespace)) => {
                 self.in_flight.insert(request.id);
                 machine.dispatched(request.id, method, digest, None);

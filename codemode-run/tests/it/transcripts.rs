@@ -340,32 +340,3 @@ fn a_program_waiting_on_nothing_in_flight_fails_as_internal() {
     let transcript = Stage::at(1_000).play(&mut run, 30_000, vec![quiescent(vec![], 1)]);
     assert_snapshot!(transcript);
 }
-
-#[test]
-fn a_pending_approval_credits_only_the_time_the_program_waits() {
-    // Timeout 3000 ms from 1000. The program fires a call that is being asked about, does not await it, and
-    // computes in slices of 1000 ms with a 5 ms timer between them. Only the 5 ms waits are credited (the deadline
-    // moves to 4005, 4010, 4015), so the fourth slice runs past the deadline and the run times out.
-    let mut run = fresh(false);
-    let sleep = |id| request(id, BridgeMethod::Sleep, json!({ "ms": 5 }));
-    let transcript = Stage::at(1_000).asking("write").play(
-        &mut run,
-        3_000,
-        vec![
-            quiescent(vec![call(1, "write", json!({ "path": "a" })), sleep(2)], 2),
-            Beat::Tick(5),
-            Beat::Settle(vec![(2, ok(json!(null)))]),
-            Beat::Tick(1_000),
-            quiescent(vec![sleep(3)], 2),
-            Beat::Tick(5),
-            Beat::Settle(vec![(3, ok(json!(null)))]),
-            Beat::Tick(1_000),
-            quiescent(vec![sleep(4)], 2),
-            Beat::Tick(5),
-            Beat::Settle(vec![(4, ok(json!(null)))]),
-            Beat::Tick(1_000),
-            Beat::Hang,
-        ],
-    );
-    assert_snapshot!(transcript);
-}

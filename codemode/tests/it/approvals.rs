@@ -277,69 +277,6 @@ async fn an_approval_longer_than_the_timeout_pauses_the_deadline() {
     assert_eq!(clock.now_ms(), 1_700_000_020_000);
 }
 
-/// A tool host whose `tick` moves the engine's clock by a second and answers at once: a slice of the program's own
-/// computing, on the engine's clock (no collect waits for it). Every other tool is the test host's.
-struct Ticking {
-    clock: Arc<ManualClock>,
-    ticks: std::sync::atomic::AtomicUsize,
-    host: TestHost,
-}
-
-#[async_trait]
-impl codemode::bridge::ToolHost for Ticking {
-    async fn call_tool(
-        &self,
-        tool: &str,
-        args: Value,
-        cx: codemode::bridge::CallContext,
-    ) -> Result<Value, codemode::bridge::ToolError> {
-        if tool == "tick" {
-            self.clock.advance(1_000);
-            self.ticks.fetch_add(1, Ordering::SeqCst);
-            return Ok(Value::Null);
-        }
-        self.host.call_tool(tool, args, cx).await
-    }
-}
-
-/// A person who never answers: the question stays open until the call is no longer wanted.
-struct Silent;
-
-#[async_trait]
-impl Approver for Silent {
-    async fn decide(&self, request: ApprovalRequest) -> ApprovalDecision {
-        request.context.abort.aborted().await;
-        ApprovalDecision::Deny
-    }
-}
-
-#[tokio::test]
-async fn a_question_left_open_does_not_pause_the_program_s_computing() {
-    // The program fires a write that is being asked about, does not await it, and computes in slices of a second
-    // (each `tick`) under a 3 s timeout. Its computing stays charged: it parks at the park time (2.75 s) after the
-    // third slice, instead of running all ten while the question is open.
-    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-    let host = Arc::new(Ticking { clock: clock.clone(), ticks: Default::default(), host: TestHost::default() });
-    let mut tools = tools();
-    tools.push(tool("tick", json!({ "type": "object" })).effect(EffectClass::Read));
-    let engine = CodeMode::builder()
-        .limits(Limits { timeout_ms: 3_000, ..Limits::default() })
-        .tools(tools)
-        .host(host.clone())
-        .warm_workers(1)
-        .policy(policy(json!({ "writes": "ask" })))
-        .approver(Arc::new(Silent))
-        .clock(clock.clone())
-        .build()
-        .expect("the engine builds");
-    let code = "echo({ n: 1 }).catch(() => {}); for (let i = 0; i < 10; i++) await tick({}); return 'done'";
-    let result = exec(&engine, code, &ExecOptions::default()).await;
-    let parked = waiting(&result);
-    assert_eq!(parked.pending_approvals.len(), 1, "the write is still being asked about");
-    assert_eq!(host.ticks.load(Ordering::SeqCst), 3, "three slices of computing fill the 3 s allowance");
-    engine.abort(&parked.run_id).await;
-}
-
 #[tokio::test]
 async fn each_effect_status_and_the_facts_of_failed_results() {
     let (engine, host) = build(Setup::default());
