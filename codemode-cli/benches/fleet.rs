@@ -203,7 +203,7 @@ fn main() {
     // `cargo bench` passes `--bench`; anything else (a filter) is ignored: this binary runs every case.
     let seconds: u64 = std::env::var("FLEET_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(3);
     // rmcp's HTTP client (reqwest on rustls) needs the process's TLS provider, as the gateway installs its own.
-    codemode_cli::gateway::install_tls_provider();
+    codemode_gateway::install_tls_provider();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     rt.block_on(async move {
         let dir = tempfile::tempdir().expect("temp dir");

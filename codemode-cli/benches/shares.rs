@@ -195,7 +195,7 @@ async fn tasks(url: &str, token: &str, code: &str, count: usize) -> (RunningServ
 
 #[tokio::main]
 async fn main() {
-    codemode_cli::gateway::install_tls_provider();
+    codemode_gateway::install_tls_provider();
     let uncapped = std::env::var("SHARES_UNCAPPED").is_ok_and(|v| v == "1");
     let dir = tempfile::tempdir().expect("temp dir");
     let g = gateway(&config(dir.path(), uncapped)).await;

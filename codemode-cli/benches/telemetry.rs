@@ -1,6 +1,6 @@
 //! What tracing costs the exec path: the 10-sequential-call cell of `codemode/benches/exec.rs` with a warm pool,
 //! first with nothing installed (export off, the default: every `codemode` span and metric event is disabled at its
-//! call site), then with the process's OTLP export on (`codemode_cli::telemetry`, the gateway's setup) sending to a
+//! call site), then with the process's OTLP export on (`codemode_telemetry::otlp`, the gateway's setup) sending to a
 //! loopback receiver started here.
 //!
 //! Target: export on stays within 10% of export off. Export is installed once per process, so the off case runs
@@ -13,7 +13,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use codemode::RunScope;
-use codemode_cli::telemetry::{ExportConfig, Telemetry};
+use codemode_telemetry::otlp::{ExportConfig, Telemetry};
 use criterion::{Criterion, criterion_group, criterion_main};
 use otlp_cell::{TEN_CALLS, engine, sink};
 use serde_json::json;

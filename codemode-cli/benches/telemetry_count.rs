@@ -29,7 +29,7 @@ mod otlp_cell;
 use std::time::{Duration, Instant};
 
 use codemode::{CodeModeResult, RunScope};
-use codemode_cli::telemetry::{ExportConfig, Telemetry};
+use codemode_telemetry::otlp::{ExportConfig, Telemetry};
 use otlp_cell::{TEN_CALLS, engine, sink};
 use serde_json::json;
 

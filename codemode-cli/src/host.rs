@@ -18,7 +18,7 @@ use anyhow::Context as _;
 use async_trait::async_trait;
 use codemode::ToolDefinition;
 use codemode::bridge::{AbortSignal, CallContext, ToolError, ToolHost};
-use codemode_config::EffectClass;
+use codemode::config::EffectClass;
 use serde::Deserialize;
 use serde_json::{Value, json};
 

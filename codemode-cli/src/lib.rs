@@ -1,10 +1,6 @@
-//! The library half of the `codemode` binary: the pieces `main.rs` dispatches to, public so the integration tests
-//! and benchmarks can drive them directly.
+//! The library half of the `codemode` binary: the embedded read-only tools `run` and `wait` offer (`host`), public so
+//! the integration tests can drive them directly. The gateway is the `codemode-gateway` crate.
 //!
-//! It is not a stable API for other crates; embedders use the `codemode` facade.
+//! It is not a stable API for other crates; embedders use the `codemode` facade or `codemode-gateway`.
 
-pub mod gateway;
 pub mod host;
-
-/// OpenTelemetry export, from `codemode-telemetry`'s `otlp` feature.
-pub use codemode_telemetry::otlp as telemetry;

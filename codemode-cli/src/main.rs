@@ -11,13 +11,14 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use codemode::{CodeMode, CodeModeResult, ExecOptions, Limits, RunScope};
 use codemode_cli::host;
-use codemode_cli::telemetry::{ExportConfig, Telemetry};
+use codemode_gateway::{GatewayBuilder, Listen};
+use codemode_telemetry::otlp::{ExportConfig, Telemetry};
 
 #[global_allocator]
 static ALLOCATOR: codemode::vm::worker::CountingAlloc = codemode::vm::worker::CountingAlloc;
 
 /// The hidden subcommand the binary runs as when it is its own worker.
-const WORKER_MARKER: &str = "__worker";
+const WORKER_MARKER: &str = codemode_gateway::WORKER_ARG;
 
 #[derive(Parser)]
 #[command(name = "codemode", version, about = "Code mode for LLM agents: run model-written JavaScript against tools")]
@@ -44,12 +45,39 @@ struct Common {
     #[arg(long, default_value = "cli")]
     session: String,
     /// How workers confine themselves: required (default), best-effort (run without what the kernel lacks) or off.
-    #[arg(long, value_name = "MODE", default_value = "required", value_parser = codemode_cli::gateway::parse_confinement)]
+    #[arg(long, value_name = "MODE", default_value = "required", value_parser = codemode_gateway::parse_confinement)]
     confinement: codemode::Confinement,
     /// Print what the program's nested calls did (ids, tool, timing, status, effect, redacted previews, replayed
     /// calls marked) under `activity` in the result.
     #[arg(long)]
     activity: bool,
+}
+
+/// The arguments of `codemode mcp`.
+#[derive(Clone, Debug, clap::Args)]
+struct GatewayArgs {
+    /// The gateway config: codemode TOML, or a desktop client's `{"mcpServers": {...}}` JSON.
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// Serve Streamable HTTP on this address (e.g. 127.0.0.1:8931) instead of stdio. An address other than
+    /// loopback needs `[auth]` in the config.
+    #[arg(long, value_name = "ADDR")]
+    http: Option<std::net::SocketAddr>,
+    /// Keep suspended runs in this directory (overrides the config's `state_dir`).
+    #[arg(long, value_name = "DIR", conflicts_with = "store")]
+    state_dir: Option<PathBuf>,
+    /// Keep suspended runs, session values and result references in this PostgreSQL database, shared by every
+    /// replica started with it (overrides the config's `[store] url`).
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
+    /// How workers confine themselves: required (default), best-effort or off (overrides the config's
+    /// `confinement`).
+    #[arg(long, value_name = "MODE", value_parser = codemode_gateway::parse_confinement)]
+    confinement: Option<codemode::Confinement>,
+    /// The session id of the stdio client (runs are scoped to it), so that a gateway started again with the same
+    /// id and `--state-dir` can resume the runs an earlier one parked; a fresh id per process when absent.
+    #[arg(long, value_name = "ID", conflicts_with = "http")]
+    session: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -84,7 +112,7 @@ enum Command {
         config: Option<PathBuf>,
     },
     /// Serve the code-mode MCP gateway over stdio.
-    Mcp(codemode_cli::gateway::GatewayArgs),
+    Mcp(GatewayArgs),
     #[command(name = WORKER_MARKER, hide = true)]
     Worker,
 }
@@ -96,7 +124,7 @@ fn main() {
     let cli = Cli::parse();
     // Export is set up before the runtime starts and flushed after it stopped: the exporter's HTTP client blocks.
     let configured = match &cli.command {
-        Command::Mcp(args) => codemode_cli::gateway::configured_otlp_endpoint(&args.config),
+        Command::Mcp(args) => codemode_gateway::configured_otlp_endpoint(&args.config),
         _ => None,
     };
     let telemetry = match Telemetry::install(&ExportConfig::from_env(configured.as_deref())) {
@@ -156,7 +184,21 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Mcp(args) => {
-            codemode_cli::gateway::run_gateway(args).await?;
+            let mut gateway = GatewayBuilder::load(&args.config)?;
+            if let Some(dir) = args.state_dir {
+                gateway = gateway.state_dir(dir);
+            }
+            if let Some(url) = args.store {
+                gateway = gateway.store(url);
+            }
+            if let Some(confinement) = args.confinement {
+                gateway = gateway.confinement(confinement);
+            }
+            let listen = match args.http {
+                Some(addr) => Listen::Http(addr),
+                None => Listen::Stdio { session: args.session },
+            };
+            gateway.serve(listen).await?;
             Ok(0)
         }
         Command::Worker => unreachable!("handled before argument parsing"),

@@ -26,17 +26,20 @@ const LAYERS: &[(&str, u32)] = &[
     ("codemode-source", 2),
     ("codemode-vm", 3),
     ("codemode-snapshot", 3),
+    ("codemode-mcp", 3),
     ("codemode-store-pg", 4),
     ("codemode-run", 4),
     ("codemode-surface", 4),
     ("codemode", 5),
-    ("codemode-cli", 6),
+    ("codemode-gateway", 6),
     ("codemode-python", 6),
-    ("xtask", 7),
+    ("codemode-cli", 7),
+    ("xtask", 8),
 ];
 
-/// The crates that may depend on the facade: the applications on top (the binary, the Python package).
-const FACADE_USERS: &[&str] = &["codemode-cli", "codemode-python"];
+/// The crates that may depend on the facade: the gateway library and the applications on top (the binary, the Python
+/// package).
+const FACADE_USERS: &[&str] = &["codemode-gateway", "codemode-cli", "codemode-python"];
 
 /// The codemode-vm feature that exposes the engine in-process; a host never enables it.
 const ENGINE_API: &str = "engine-api";

@@ -13,7 +13,6 @@ mod protocol;
 mod relay;
 mod secrets;
 mod shares;
-mod upstream;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -65,7 +64,7 @@ pub fn fixture(limits: &str, everything_extra: &str) -> (tempfile::TempDir, Path
 
 /// Installs the TLS provider this process's reqwest clients (rmcp's HTTP client transport) need.
 pub fn tls() {
-    codemode_cli::gateway::install_tls_provider();
+    codemode_gateway::install_tls_provider();
 }
 
 /// Kills a process with SIGKILL.

@@ -291,7 +291,7 @@ mod tests {
         let file = dir.path().join("tokens.txt");
         let digest = hex::encode(sha2::Sha256::digest(b"alice-token"));
         std::fs::write(&file, format!("alice sha256:{digest}\n")).expect("tokens file");
-        let settings = crate::gateway::config::AuthSettings {
+        let settings = crate::config::AuthSettings {
             tokens_file: Some(file),
             jwt: None,
             resource: None,
@@ -299,12 +299,12 @@ mod tests {
             max_concurrent_runs: None,
             requests_per_minute: None,
             requests_per_hour: None,
-            shares: crate::gateway::config::PrincipalShares::default(),
+            shares: crate::config::PrincipalShares::default(),
         };
         let clock = Arc::new(codemode::snapshot::ManualClock::new(0));
         let auth = Arc::new(Authenticator::new(&settings, clock.clone()).await.expect("authenticator"));
         let limits = Arc::new(PrincipalLimits::new(None, None, clock));
-        let sessions = super::super::sessions::Sessions::new(4, std::time::Duration::from_secs(60));
+        let sessions = crate::auth::sessions::Sessions::new(4, std::time::Duration::from_secs(60));
         let front = AuthFront::new(auth, limits, sessions, Some("https://gw.test/mcp".into()), Vec::new(), Vec::new());
         let request = Request::builder()
             .method(Method::POST)

@@ -5,17 +5,17 @@ use std::time::Duration;
 
 use codemode_bridge::{CallContext, ProgressSink, ToolHost};
 use codemode_catalog::ToolSource;
-use codemode_cli::gateway::{Error, GatewayConfig, UpstreamManager};
+use codemode_mcp::{ServerConfig, Startup, UpstreamManager};
 use serde_json::{Value, json};
 
-use super::{alive, fixture, kill};
+use crate::{alive, kill, servers};
 
-async fn start(everything_extra: &str) -> (tempfile::TempDir, GatewayConfig, UpstreamManager) {
-    let (dir, file) = fixture("", everything_extra);
-    let config = GatewayConfig::load(&file).expect("fixture config loads");
-    let manager = UpstreamManager::start(&config).await.expect("upstream servers start");
+async fn start(everything: impl FnOnce(&mut ServerConfig)) -> (tempfile::TempDir, UpstreamManager) {
+    let (dir, servers) = servers(everything);
+    let manager =
+        UpstreamManager::start(&servers, Default::default(), Default::default()).await.expect("upstream servers start");
     assert!(manager.unavailable().is_empty(), "servers failed: {:?}", manager.unavailable());
-    (dir, config, manager)
+    (dir, manager)
 }
 
 fn cx(server: &str) -> CallContext {
@@ -24,7 +24,11 @@ fn cx(server: &str) -> CallContext {
 
 #[tokio::test]
 async fn lists_tools_as_mcp_definitions_with_deny_and_direct() {
-    let (_dir, _config, up) = start("deny = [\"get-env\"]\ndirect = [\"get-tiny-image\"]").await;
+    let (_dir, up) = start(|everything| {
+        everything.deny = vec!["get-env".into()];
+        everything.direct = vec!["get-tiny-image".into()];
+    })
+    .await;
     let defs = up.tool_definitions();
     assert!(defs.iter().all(|d| d.source == ToolSource::Mcp));
     let find = |server: &str, name: &str| defs.iter().find(|d| d.server.as_deref() == Some(server) && d.name == name);
@@ -40,7 +44,7 @@ async fn lists_tools_as_mcp_definitions_with_deny_and_direct() {
 
 #[tokio::test]
 async fn call_results_follow_the_seed_shape() {
-    let (_dir, _config, up) = start("").await;
+    let (_dir, up) = start(|_| {}).await;
     let echo = up.call_tool("echo", json!({"message": "hi"}), cx("everything")).await.expect("echo");
     assert_eq!(echo, json!({"content": [{"type": "text", "text": "Echo: hi"}]}));
 
@@ -73,7 +77,7 @@ async fn call_results_follow_the_seed_shape() {
 
 #[tokio::test]
 async fn namespace_operations_return_native_shapes() {
-    let (_dir, _config, up) = start("").await;
+    let (_dir, up) = start(|_| {}).await;
     let list = up.namespace("everything", "resources.list", json!({}), cx("everything")).await.expect("list");
     let resources = list["resources"].as_array().expect("resources array");
     assert!(!resources.is_empty());
@@ -97,10 +101,11 @@ async fn namespace_operations_return_native_shapes() {
 
 #[tokio::test]
 async fn deny_naming_a_missing_tool_fails_at_start() {
-    let (_dir, file) = fixture("", "deny = [\"get-evn\"]");
-    let config = GatewayConfig::load(&file).unwrap();
-    let err = UpstreamManager::start(&config).await.expect_err("typo in deny must not expose tools");
-    assert!(matches!(err, Error::Config { .. }));
+    let (_dir, servers) = servers(|everything| everything.deny = vec!["get-evn".into()]);
+    let err = UpstreamManager::start(&servers, Default::default(), Default::default())
+        .await
+        .expect_err("typo in deny must not expose tools");
+    assert_eq!(err.key, "servers.everything.deny");
     let text = err.to_string();
     assert!(text.contains("servers.everything.deny: names \"get-evn\""), "{text}");
     assert!(text.contains("get-env"), "the fix lists the real tools: {text}");
@@ -108,7 +113,7 @@ async fn deny_naming_a_missing_tool_fails_at_start() {
 
 #[tokio::test]
 async fn lazy_server_starts_on_first_call() {
-    let (_dir, _config, up) = start("startup = \"lazy\"").await;
+    let (_dir, up) = start(|everything| everything.startup = Startup::Lazy).await;
     assert!(up.tool_definitions().iter().any(|d| d.name == "echo"), "lazy servers are listed at start");
     assert_eq!(up.pid("everything").await, None, "stopped after listing");
     let echo = up.call_tool("echo", json!({"message": "late"}), cx("everything")).await.expect("first call");
@@ -119,7 +124,7 @@ async fn lazy_server_starts_on_first_call() {
 
 #[tokio::test]
 async fn killed_server_fails_the_call_and_restarts_on_the_next() {
-    let (_dir, _config, up) = start("").await;
+    let (_dir, up) = start(|_| {}).await;
     let up = std::sync::Arc::new(up);
     let pid = up.pid("everything").await.expect("eager server runs");
     // The server's first progress report says the call is running in it; the server is killed then.

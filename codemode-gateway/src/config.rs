@@ -11,52 +11,9 @@ use codemode::Confinement;
 use codemode_config::{LIMIT_KEYS, Limits, Policy};
 use serde_json::{Map, Value};
 
-use super::Error;
+use crate::Error;
 
-/// When an upstream server's process is started.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Startup {
-    /// Started with the gateway and kept running.
-    #[default]
-    Eager,
-    /// Started once at gateway start to list its tools, then stopped until the first call needs it.
-    Lazy,
-}
-
-/// How the gateway reaches an upstream server.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Transport {
-    /// A child process speaking MCP over its stdin and stdout.
-    Stdio {
-        /// The program to run (looked up on `PATH` when not a path).
-        command: String,
-        /// Its arguments.
-        args: Vec<String>,
-        /// Extra environment variables.
-        env: BTreeMap<String, String>,
-        /// Variables of the gateway's own environment passed on besides [`DEFAULT_INHERITED_ENV`] (`inherit_env`
-        /// in TOML, `inheritEnv` in JSON); never one of [`SECRET_ENV`].
-        inherit_env: Vec<String>,
-    },
-    /// A Streamable HTTP endpoint.
-    Http {
-        /// The endpoint URL, `http://` or `https://`.
-        url: String,
-    },
-}
-
-/// One upstream MCP server.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ServerConfig {
-    /// How to reach it.
-    pub transport: Transport,
-    /// When to start it.
-    pub startup: Startup,
-    /// Tools that are never offered, not even inside the guest.
-    pub deny: Vec<String>,
-    /// Tools offered to the client directly, next to exec and wait, instead of inside the guest.
-    pub direct: Vec<String>,
-}
+pub use codemode_mcp::config::{DEFAULT_INHERITED_ENV, SECRET_ENV, ServerConfig, Startup, Transport, inherited_env};
 
 /// A loaded gateway configuration.
 #[derive(Clone, Debug, PartialEq)]
@@ -81,7 +38,7 @@ pub struct GatewayConfig {
     pub telemetry: TelemetryConfig,
     /// What an upstream server's `sampling/createMessage` gets (`sampling`: `refuse`, the default, or `client`,
     /// which passes it to the gateway's client when that client declared sampling).
-    pub sampling: super::relay::Sampling,
+    pub sampling: codemode_mcp::relay::Sampling,
     /// The worker processes that run cells (`[workers]`).
     pub workers: WorkersConfig,
 }
@@ -261,42 +218,6 @@ const TOML_TOP_KEYS: [&str; 10] =
 const MAX_RUNNING_CELLS: usize = 1024;
 const TOML_SERVER_KEYS: [&str; 8] = ["command", "args", "env", "inherit_env", "url", "startup", "deny", "direct"];
 
-/// The variables of the gateway's environment every stdio server gets without naming them: the MCP SDKs' default set
-/// (what `getDefaultEnvironment` passes on), plus the locale, `LANG` and every `LC_*` variable.
-pub const DEFAULT_INHERITED_ENV: [&str; 7] = ["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG"];
-
-/// The variables the gateway reads as secrets: the state keys that seal stored runs, the key that seals
-/// `requestState`, and the OTLP export's headers (which carry the collector's credentials). No upstream server is
-/// given one from the gateway's environment; `inherit_env` naming one is refused.
-pub const SECRET_ENV: [&str; 7] = [
-    codemode::snapshot::seal::STATE_KEY_ENV,
-    codemode::snapshot::seal::STATE_KEY_FILE_ENV,
-    super::server::REQUEST_STATE_KEY_VAR,
-    "OTEL_EXPORTER_OTLP_HEADERS",
-    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
-    "OTEL_EXPORTER_OTLP_METRICS_HEADERS",
-    "OTEL_EXPORTER_OTLP_LOGS_HEADERS",
-];
-
-/// The part of `parent` (the gateway's environment) a stdio server starts with: [`DEFAULT_INHERITED_ENV`], the
-/// `LC_*` variables and what `inherit_env` names, minus [`SECRET_ENV`] and values that are shell functions (`()
-/// {...}`, which the MCP SDKs also leave out). The server's `env` is set on top of it.
-pub fn inherited_env<I>(parent: I, inherit_env: &[String]) -> Vec<(std::ffi::OsString, std::ffi::OsString)>
-where
-    I: IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
-{
-    parent
-        .into_iter()
-        .filter(|(name, value)| {
-            let Some(name) = name.to_str() else { return false };
-            let wanted = DEFAULT_INHERITED_ENV.contains(&name)
-                || name.starts_with("LC_")
-                || inherit_env.iter().any(|n| n == name);
-            wanted && !SECRET_ENV.contains(&name) && !value.as_encoded_bytes().starts_with(b"()")
-        })
-        .collect()
-}
-
 impl GatewayConfig {
     /// What the gateway redacts in everything recorded for people, besides the built-in token shapes: the
     /// configured `redact_patterns`, and every stdio server's `env` value as a secret (the tokens it hands its
@@ -416,8 +337,8 @@ impl Checker<'_> {
                 ));
             }
         };
-        let sampling = match root.get("sampling").map(|v| v.as_str().and_then(super::relay::Sampling::parse)) {
-            None => super::relay::Sampling::default(),
+        let sampling = match root.get("sampling").map(|v| v.as_str().and_then(codemode_mcp::relay::Sampling::parse)) {
+            None => codemode_mcp::relay::Sampling::default(),
             Some(Some(sampling)) => sampling,
             Some(None) => {
                 return Err(self.err(

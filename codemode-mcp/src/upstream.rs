@@ -38,9 +38,9 @@ use tokio::io::AsyncBufReadExt;
 use tokio::sync::Mutex;
 use tracing::Instrument as _;
 
-use super::Error;
-use super::config::{GatewayConfig, ServerConfig, Startup, Transport, inherited_env};
-use super::relay::{Relay, UpstreamHandler};
+use crate::ConfigError;
+use crate::config::{ServerConfig, Startup, Transport, inherited_env};
+use crate::relay::{Relay, Sampling, UpstreamHandler};
 
 /// How long an upstream server may take to start and answer `initialize`.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -74,8 +74,8 @@ pub struct UpstreamManager {
     servers: BTreeMap<String, Arc<Upstream>>,
     /// Servers that failed at start, with the reason; they offer no tools.
     unavailable: BTreeMap<String, String>,
-    /// What the gateway redacts in everything recorded for people ([`GatewayConfig::redactor`]).
-    redactor: codemode::Redactor,
+    /// What is redacted in everything recorded for people (the spans' error messages).
+    redactor: codemode_telemetry::Redactor,
     /// Routes what upstream servers ask of the gateway; shared by every connection's handler.
     relay: Arc<Relay>,
     /// The servers whose tools changed, until the gateway takes the receiver.
@@ -92,29 +92,35 @@ impl std::fmt::Debug for UpstreamManager {
 }
 
 impl UpstreamManager {
-    /// Starts every server, lists its tools, checks `deny`/`direct` against them, and stops the `lazy` ones again.
+    /// Starts every server of `servers`, lists its tools, checks `deny`/`direct` against them, and stops the `lazy`
+    /// ones again. `sampling` is what a server's `sampling/createMessage` gets; `redactor` masks what the spans
+    /// record.
     ///
     /// A server that cannot be started or listed is reported on stderr and left out (its tools are absent), so one
     /// broken server does not take the others down.
     ///
     /// # Errors
     ///
-    /// [`Error::Config`] when `deny` or `direct` names a tool the server does not have.
-    pub async fn start(config: &GatewayConfig) -> Result<UpstreamManager, Error> {
-        let (relay, changed) = Relay::new(config.sampling);
+    /// A [`ConfigError`] when `deny` or `direct` names a tool the server does not have.
+    pub async fn start(
+        servers: &BTreeMap<String, ServerConfig>,
+        sampling: Sampling,
+        redactor: codemode_telemetry::Redactor,
+    ) -> Result<UpstreamManager, ConfigError> {
+        let (relay, changed) = Relay::new(sampling);
+        let configured = servers;
         let started = futures::future::join_all(
-            config.servers.iter().map(|(name, server)| start_one(name.clone(), server.clone(), relay.clone())),
+            configured.iter().map(|(name, server)| start_one(name.clone(), server.clone(), relay.clone())),
         )
         .await;
         let mut servers = BTreeMap::new();
         let mut unavailable = BTreeMap::new();
-        for ((name, server), result) in config.servers.iter().zip(started) {
+        for ((name, server), result) in configured.iter().zip(started) {
             match result {
                 Ok((upstream, all_names)) => {
                     for (list, key) in [(&server.deny, "deny"), (&server.direct, "direct")] {
                         if let Some(missing) = list.iter().find(|t| !all_names.contains(t)) {
-                            return Err(Error::Config {
-                                file: config.file.clone(),
+                            return Err(ConfigError {
                                 key: format!("servers.{name}.{key}"),
                                 problem: format!("names \"{missing}\", which server \"{name}\" does not offer"),
                                 fix: format!("use one of its tools: {}", all_names.join(", ")),
@@ -129,7 +135,6 @@ impl UpstreamManager {
                 }
             }
         }
-        let redactor = config.redactor().map_err(Error::Engine)?;
         let changed = std::sync::Mutex::new(Some(changed));
         Ok(UpstreamManager { servers, unavailable, redactor, relay, changed })
     }
@@ -256,7 +261,7 @@ impl UpstreamManager {
         let span = client_span(server, tool, transport);
         let started = (!span.is_disabled()).then(std::time::Instant::now);
         // The upstream server continues this call's trace: the CLIENT span's context goes in `params._meta`.
-        if let Some((traceparent, tracestate)) = crate::telemetry::trace_headers(&span) {
+        if let Some((traceparent, tracestate)) = codemode_telemetry::otlp::trace_headers(&span) {
             let meta = params.meta.get_or_insert_with(Default::default);
             meta.set_traceparent(traceparent);
             if let Some(state) = tracestate {
@@ -286,7 +291,7 @@ impl UpstreamManager {
     }
 
     /// What the gateway redacts in everything recorded for people: the engine's records and the spans.
-    pub fn redactor(&self) -> &codemode::Redactor {
+    pub fn redactor(&self) -> &codemode_telemetry::Redactor {
         &self.redactor
     }
 
@@ -359,7 +364,7 @@ impl ToolHost for UpstreamManager {
         let result = self.call_reporting(server, tool, args, Some(cx.progress)).await?;
         let mut value = guest_call_result(&result);
         // Large image and audio bytes stay here; the program gets a handle to `attach`.
-        super::content::hand_off(&mut value);
+        crate::content::hand_off(&mut value);
         Ok(value)
     }
 
@@ -450,7 +455,7 @@ fn client_span_end(
     tool: &str,
     started: Option<std::time::Instant>,
     called: &Result<CallToolResult, ToolError>,
-    redactor: &codemode::Redactor,
+    redactor: &codemode_telemetry::Redactor,
 ) {
     let Some(started) = started else { return };
     let failure = match called {
@@ -462,7 +467,7 @@ fn client_span_end(
         Err(e) => Some((e.code.as_str().to_owned(), e.message.clone())),
     };
     if let Some((kind, message)) = &failure {
-        crate::telemetry::record_error(span, kind, message, redactor);
+        codemode_telemetry::otlp::record_error(span, kind, message, redactor);
     }
     let error_type = failure.as_ref().map(|(kind, _)| kind.as_str());
     codemode_telemetry::otel::record_mcp_client(tool, error_type, started.elapsed().as_secs_f64());

@@ -33,15 +33,15 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
 use tracing::Instrument as _;
 
-use super::Error;
-use super::approve::{self, Channel, Pending, StateSeal};
-use super::auth::Principal;
-use super::auth::http::AuthFront;
-use super::auth::limits::{PrincipalLimits, RequestRate};
-use super::config::{DEFAULT_MAX_LIVE_PARKED, GatewayConfig};
-use super::notify::{ClientProgress, forward_logs};
-use super::tasks::{self, Outcome, Tasks};
-use super::upstream::UpstreamManager;
+use crate::Error;
+use crate::approve::{self, Channel, Pending, StateSeal};
+use crate::auth::Principal;
+use crate::auth::http::AuthFront;
+use crate::auth::limits::{PrincipalLimits, RequestRate};
+use crate::config::{DEFAULT_MAX_LIVE_PARKED, GatewayConfig};
+use crate::notify::{ClientProgress, forward_logs};
+use crate::tasks::{self, Outcome, Tasks};
+use codemode_mcp::UpstreamManager;
 
 /// The hidden subcommand the `codemode` binary runs as when it is its own worker (main.rs's `WORKER_MARKER`).
 pub const WORKER_ARG: &str = "__worker";
@@ -59,6 +59,8 @@ status is \"waiting\".";
 pub struct Gateway {
     code_mode: CodeMode,
     upstream: Arc<UpstreamManager>,
+    /// The embedder's own tools, cataloged beside the upstream ones.
+    own: OwnTools,
     /// The model-visible tools and where direct-only ones go; replaced when an upstream server's tools change.
     surface: std::sync::RwLock<Arc<Surface>>,
     /// The client sessions told when the visible tools change (`notifications/tools/list_changed`).
@@ -80,6 +82,53 @@ pub struct Gateway {
 impl std::fmt::Debug for Gateway {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Gateway").field("tools", &self.surface().tools.len()).field("upstream", &self.upstream).finish()
+    }
+}
+
+/// The tools an embedder gives the gateway besides its MCP servers ([`GatewayBuilder::tools`](crate::GatewayBuilder::tools)):
+/// their definitions (none naming a server) and the host that runs them.
+#[derive(Clone, Default)]
+pub(crate) struct OwnTools {
+    pub(crate) definitions: Vec<codemode_catalog::ToolDefinition>,
+    pub(crate) host: Option<Arc<dyn ToolHost>>,
+}
+
+impl OwnTools {
+    /// The catalog's definitions: these tools first, then `upstream`'s.
+    fn with(&self, upstream: Vec<codemode_catalog::ToolDefinition>) -> Vec<codemode_catalog::ToolDefinition> {
+        self.definitions.iter().cloned().chain(upstream).collect()
+    }
+}
+
+/// The engine's tool host: a call whose tool names an MCP server goes to that server, any other to the embedder's
+/// host.
+struct Hosts {
+    own: Option<Arc<dyn ToolHost>>,
+    upstream: Arc<UpstreamManager>,
+}
+
+#[async_trait::async_trait]
+impl ToolHost for Hosts {
+    async fn call_tool(
+        &self,
+        tool: &str,
+        args: Value,
+        cx: codemode_bridge::CallContext,
+    ) -> Result<Value, codemode_bridge::ToolError> {
+        match (&cx.server, &self.own) {
+            (None, Some(own)) => own.call_tool(tool, args, cx).await,
+            _ => self.upstream.call_tool(tool, args, cx).await,
+        }
+    }
+
+    async fn namespace(
+        &self,
+        server: &str,
+        op: &str,
+        args: Value,
+        cx: codemode_bridge::CallContext,
+    ) -> Result<Value, codemode_bridge::ToolError> {
+        self.upstream.namespace(server, op, args, cx).await
     }
 }
 
@@ -152,16 +201,26 @@ enum DirectGate {
 }
 
 impl Gateway {
-    /// Starts the upstream servers and builds the code mode engine over their tools.
+    /// Starts the upstream servers and builds the code mode engine over their tools and the embedder's (`own`),
+    /// its cells run by `worker`. [`GatewayBuilder::start`](crate::GatewayBuilder::start) calls it.
     ///
     /// # Errors
     ///
     /// A config error found while listing upstream tools (a `deny`/`direct` entry naming no tool), or an engine
     /// that cannot be built.
-    pub async fn start(config: &GatewayConfig, state_dir: Option<PathBuf>) -> Result<Arc<Gateway>, Error> {
-        let upstream = Arc::new(UpstreamManager::start(config).await?);
-        let definitions = upstream.tool_definitions();
-        let host: Arc<dyn ToolHost> = upstream.clone();
+    pub(crate) async fn start(
+        config: &GatewayConfig,
+        state_dir: Option<PathBuf>,
+        own: OwnTools,
+        worker: WorkerCommand,
+    ) -> Result<Arc<Gateway>, Error> {
+        let redactor = config.redactor().map_err(Error::Engine)?;
+        let upstream = UpstreamManager::start(&config.servers, config.sampling, redactor).await.map_err(|e| {
+            Error::Config { file: config.file.clone(), key: e.key, problem: e.problem, fix: e.fix }
+        })?;
+        let upstream = Arc::new(upstream);
+        let definitions = own.with(upstream.tool_definitions());
+        let host: Arc<dyn ToolHost> = Arc::new(Hosts { own: own.host.clone(), upstream: upstream.clone() });
         let mut builder = CodeMode::builder();
         let mut shared: Option<Arc<dyn codemode::snapshot::FleetBackend>> = None;
         if let Some(store) = &config.store {
@@ -193,7 +252,7 @@ impl Gateway {
             .policy(config.policy.clone())
             .state_dir(if config.store.is_some() { None } else { state_dir })
             .confinement(config.confinement)
-            .worker(WorkerCommand::current_exe(&[WORKER_ARG]).map_err(|e| Error::Engine(e.to_string()))?)
+            .worker(worker)
             .build()
             .map_err(|e| Error::Engine(e.to_string()))?;
         let policy = Some(config.policy.clone()).filter(|p| !p.is_allow_all());
@@ -227,6 +286,7 @@ impl Gateway {
         let gateway = Arc::new(Gateway {
             code_mode,
             upstream,
+            own,
             surface,
             clients,
             seal,
@@ -265,7 +325,7 @@ impl Gateway {
                 eprintln!("codemode gateway: MCP server \"{server}\" said its tools changed, but: {}", e.message);
             }
         }
-        let definitions = self.upstream.tool_definitions();
+        let definitions = self.own.with(self.upstream.tool_definitions());
         match self.code_mode.set_tools(definitions.clone()) {
             Ok(false) => return,
             Ok(true) => {}
@@ -618,7 +678,7 @@ impl Gateway {
                 }
                 Some(run_id) => {
                     let mut step = value.clone();
-                    super::content::shift_indexes(&mut step, earlier_blocks.len());
+                    codemode_mcp::content::shift_indexes(&mut step, earlier_blocks.len());
                     if let Some(Value::Array(items)) = step.get("output") {
                         earlier.extend(items.iter().cloned());
                     }
@@ -629,7 +689,7 @@ impl Gateway {
                 }
                 None => {
                     let mut last = value.clone();
-                    super::content::shift_indexes(&mut last, earlier_blocks.len());
+                    codemode_mcp::content::shift_indexes(&mut last, earlier_blocks.len());
                     let mut result = json_result(tasks::with_earlier_output(last, earlier));
                     result.content.extend(earlier_blocks);
                     result.content.extend(blocks_after_text(&response));
@@ -688,8 +748,8 @@ pub fn code_mode_result(result: &CodeModeResult, budget: usize) -> CallToolResul
     let mut value = serde_json::to_value(result).unwrap_or_else(|e| {
         serde_json::json!({ "status": "failed", "code": "internal_error", "error": format!("unencodable result: {e}") })
     });
-    let mut attachments = super::content::take_attachments(&mut value, 1);
-    let returned = super::content::take_returned(&mut value, 1 + attachments.len(), budget);
+    let mut attachments = codemode_mcp::content::take_attachments(&mut value, 1);
+    let returned = codemode_mcp::content::take_returned(&mut value, 1 + attachments.len(), budget);
     attachments.extend(returned);
     let text = value.to_string();
     let mut content = vec![ContentBlock::text(text)];
@@ -851,7 +911,7 @@ impl ServerHandler for GatewayServer {
         let scope = self.scope(&context);
         // While the call (or its task) runs, an upstream server's elicitation during one of its nested calls reaches
         // this client.
-        let asker = super::relay::Asker::of(&context)
+        let asker = codemode_mcp::relay::Asker::of(&context)
             .map(|asker| self.gateway.upstream.relay().register_asker(scope.session_id.clone(), asker));
         let approvals = Channel::of(&context);
         if wants_task(&request, &context) {
@@ -974,7 +1034,7 @@ fn server_span(
     if !span.is_disabled() {
         // rmcp moves the request's `_meta` into the context; a hand-built request may still carry it in params.
         let meta = request.meta.as_ref().filter(|m| m.get_traceparent().is_some()).unwrap_or(&context.meta);
-        crate::telemetry::continue_trace(&span, meta.get_traceparent(), meta.get_tracestate());
+        codemode_telemetry::otlp::continue_trace(&span, meta.get_traceparent(), meta.get_tracestate());
     }
     span
 }
@@ -1003,7 +1063,7 @@ fn server_span_end(
         Err(e) => Some((e.code.0.to_string(), e.message.to_string())),
     };
     if let Some((kind, message)) = &failure {
-        crate::telemetry::record_error(span, kind, message, redactor);
+        codemode_telemetry::otlp::record_error(span, kind, message, redactor);
     }
     let error_type = failure.as_ref().map(|(kind, _)| kind.as_str());
     codemode_telemetry::otel::record_mcp_server(tool, error_type, started.elapsed().as_secs_f64());
@@ -1021,7 +1081,7 @@ pub async fn serve_stdio(gateway: Arc<Gateway>, session: Option<String>) -> Resu
         None => GatewayServer::stdio(gateway),
     };
     let running = server
-        .serve(super::stdio::transport(tokio::io::stdin(), tokio::io::stdout()))
+        .serve(crate::stdio::transport(tokio::io::stdin(), tokio::io::stdout()))
         .await
         .map_err(|e| Error::Serve(format!("stdio handshake failed: {e}")))?;
     running.waiting().await.map_err(|e| Error::Serve(e.to_string()))?;

@@ -14,8 +14,8 @@ use jsonwebtoken::jwk::{AlgorithmParameters, Jwk};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::Value;
 
-use super::super::Error;
-use super::super::config::{JwksSource, JwtSettings};
+use crate::Error;
+use crate::config::{JwksSource, JwtSettings};
 
 /// The shortest time between two reads of the JWK Set caused by unknown key ids.
 pub const REFRESH_INTERVAL_MS: u64 = 30_000;
@@ -67,7 +67,7 @@ impl JwtVerifier {
             .collect::<Result<Vec<_>, _>>()?;
         let http = match &settings.jwks {
             JwksSource::Url(_) => {
-                super::super::install_tls_provider();
+                crate::install_tls_provider();
                 Some(
                     reqwest::Client::builder()
                         .timeout(std::time::Duration::from_secs(10))

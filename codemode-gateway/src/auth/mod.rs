@@ -19,8 +19,8 @@ use std::sync::Arc;
 use codemode::snapshot::Clock;
 use sha2::{Digest, Sha256};
 
-use super::Error;
-use super::config::AuthSettings;
+use crate::Error;
+use crate::config::AuthSettings;
 
 /// An authenticated caller.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -226,7 +226,7 @@ mod tests {
             max_concurrent_runs: None,
             requests_per_minute: None,
             requests_per_hour: None,
-            shares: crate::gateway::config::PrincipalShares::default(),
+            shares: crate::config::PrincipalShares::default(),
         };
         let auth = Authenticator::new(&settings, Arc::new(codemode::snapshot::SystemClock)).await.expect("auth");
         let alice = auth.authenticate("alice").await.expect("alice's token");
