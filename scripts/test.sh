@@ -15,9 +15,10 @@ if [ ! -x target/py/bin/python ]; then
 fi
 target/py/bin/pip install --quiet --disable-pip-version-check -r codemode-cli/tests/py/requirements.txt
 cargo build --workspace --bins
-# The embedding example (outside the workspace, sharing its target folder) is built here, before the tests, so that
-# its test only runs it and the corpus's time limits never compete with a compiler.
+# The embedding examples (outside the workspace, sharing its target folder) are built here, before the tests, so
+# that their tests only run them and the corpus's time limits never compete with a compiler.
 CARGO_TARGET_DIR="$PWD/target" cargo build --offline --manifest-path examples/embed/Cargo.toml
+CARGO_TARGET_DIR="$PWD/target" cargo build --offline --manifest-path examples/embed-gateway/Cargo.toml
 # A throwaway PostgreSQL for the fleet tests (codemode-store-pg, the gateway's --store), stopped when this script
 # ends; a server named by $CODEMODE_TEST_PG_URL is used instead when set.
 if [ -z "${CODEMODE_TEST_PG_URL:-}" ]; then

@@ -203,7 +203,11 @@ impl GatewayBuilder {
     /// server or be direct-only) becomes a global in the guest, and `host` runs its calls. The policy, budgets and
     /// approvals apply to them as to MCP tools.
     #[must_use]
-    pub fn tools(mut self, definitions: Vec<codemode::ToolDefinition>, host: Arc<dyn codemode::ToolHost>) -> GatewayBuilder {
+    pub fn tools(
+        mut self,
+        definitions: Vec<codemode::ToolDefinition>,
+        host: Arc<dyn codemode::ToolHost>,
+    ) -> GatewayBuilder {
         self.own = server::OwnTools { definitions, host: Some(host) };
         self
     }

@@ -215,9 +215,9 @@ impl Gateway {
         worker: WorkerCommand,
     ) -> Result<Arc<Gateway>, Error> {
         let redactor = config.redactor().map_err(Error::Engine)?;
-        let upstream = UpstreamManager::start(&config.servers, config.sampling, redactor).await.map_err(|e| {
-            Error::Config { file: config.file.clone(), key: e.key, problem: e.problem, fix: e.fix }
-        })?;
+        let upstream = UpstreamManager::start(&config.servers, config.sampling, redactor)
+            .await
+            .map_err(|e| Error::Config { file: config.file.clone(), key: e.key, problem: e.problem, fix: e.fix })?;
         let upstream = Arc::new(upstream);
         let definitions = own.with(upstream.tool_definitions());
         let host: Arc<dyn ToolHost> = Arc::new(Hosts { own: own.host.clone(), upstream: upstream.clone() });

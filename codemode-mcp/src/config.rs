@@ -51,7 +51,6 @@ pub struct ServerConfig {
     pub direct: Vec<String>,
 }
 
-
 /// The variables of the parent environment every stdio server gets without naming them: the MCP SDKs' default set
 /// (what `getDefaultEnvironment` passes on), plus the locale, `LANG` and every `LC_*` variable.
 pub const DEFAULT_INHERITED_ENV: [&str; 7] = ["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG"];

@@ -8,7 +8,7 @@
 
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Condvar, Mutex, OnceLock};
 
 use codemode::bridge::{CallContext, ToolError};
 use codemode::vm::pool::WorkerCommand;
@@ -38,6 +38,56 @@ fn runtime() -> &'static tokio::runtime::Runtime {
             .build()
             .expect("a Tokio runtime starts")
     })
+}
+
+/// The door from the runtime's threads into Python: open until the interpreter begins to exit, with a count of
+/// the threads inside.
+///
+/// A thread that takes the GIL while the interpreter finalizes aborts the process (`PyGILState_Release: thread
+/// state must be current`), so [`shutdown`], registered with `atexit`, closes the door and waits for the threads
+/// inside to leave before finalization starts.
+struct Door {
+    state: Mutex<(bool, usize)>,
+    left: Condvar,
+}
+
+static DOOR: Door = Door { state: Mutex::new((true, 0)), left: Condvar::new() };
+
+impl Door {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (bool, usize)> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Runs `f` with the GIL from a runtime thread; `None` when the interpreter is exiting or gone.
+fn with_python<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> Option<R> {
+    {
+        let mut state = DOOR.lock();
+        if !state.0 {
+            return None;
+        }
+        state.1 += 1;
+    }
+    let result = Python::try_attach(f);
+    let mut state = DOOR.lock();
+    state.1 -= 1;
+    if state.1 == 0 {
+        DOOR.left.notify_all();
+    }
+    result
+}
+
+/// Closes the door into Python for the runtime's threads and waits (without the GIL) for those inside to leave;
+/// `codemode` registers it with `atexit`. Later tool calls and approvals fail as if their callback were gone.
+#[pyfunction]
+fn shutdown(py: Python<'_>) {
+    py.detach(|| {
+        let mut state = DOOR.lock();
+        state.0 = false;
+        while state.1 > 0 {
+            state = DOOR.left.wait(state).unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    });
 }
 
 /// What a Python tool call ends with: its result as JSON text, or a failure `(code, message)`.
@@ -99,7 +149,7 @@ impl CancelOnDrop {
     fn disarm(mut self) {
         if let Some(cancel) = self.0.take() {
             // Dropping a Python reference outside the GIL only queues its decref; take the GIL if we can.
-            Python::try_attach(|_| drop(cancel));
+            with_python(|_| drop(cancel));
         }
     }
 }
@@ -107,7 +157,7 @@ impl CancelOnDrop {
 impl Drop for CancelOnDrop {
     fn drop(&mut self) {
         if let Some(cancel) = self.0.take() {
-            Python::try_attach(|py| {
+            with_python(|py| {
                 if let Err(e) = cancel.call0(py) {
                     e.write_unraisable(py, None);
                 }
@@ -118,7 +168,7 @@ impl Drop for CancelOnDrop {
 
 /// Calls `dispatch(*args)` under the GIL; Python's answer is a cancel callable or `None`.
 fn dispatch(dispatch: &Py<PyAny>, args: impl for<'py> pyo3::call::PyCallArgs<'py>) -> Result<CancelOnDrop, String> {
-    match Python::try_attach(|py| dispatch.call1(py, args).map(|c| (!c.is_none(py)).then_some(c))) {
+    match with_python(|py| dispatch.call1(py, args).map(|c| (!c.is_none(py)).then_some(c))) {
         None => Err("the Python interpreter is shutting down".into()),
         Some(Err(e)) => Err(format!("the Python dispatcher failed: {e}")),
         Some(Ok(cancel)) => Ok(CancelOnDrop(cancel)),
@@ -205,7 +255,7 @@ fn spawn_call(done: Py<PyAny>, call: impl Future<Output = CodeModeResult> + Send
     runtime().spawn(async move {
         let result = call.await;
         let text = serde_json::to_string(&result).expect("results serialize to JSON");
-        Python::try_attach(|py| {
+        with_python(|py| {
             if let Err(e) = done.call1(py, (text,)) {
                 e.write_unraisable(py, None);
             }
@@ -346,6 +396,7 @@ impl Engine {
 /// The module `codemode._native`.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(shutdown, m)?)?;
     m.add_class::<Engine>()?;
     m.add_class::<Run>()?;
     m.add_class::<Completion>()?;

@@ -4,7 +4,8 @@
 //!
 //! Invariant: every settlement sent to the worker is appended to the journal, in delivery order, before the `Settle`
 //! command is returned, so a checkpoint taken at any park replays to the same state. While a call waits for a
-//! person's approval, the deadline and the park time do not run (the seed's paused clock). A `wait` with a wait
+//! person's approval, the deadline and the park time do not run while the program sits idle (the seed's paused
+//! clock); what the program computes meanwhile stays charged. A `wait` with a wait
 //! budget ([`RunMachine::hold`]) holds a run whose program is waiting on host work until something settles or the
 //! budget passes, instead of parking at the park time; that waiting is not charged to the execution deadline.
 
@@ -204,8 +205,15 @@ pub struct RunMachine {
     queue: VecDeque<Command>,
     /// Calls waiting for a person's decision, by request id: being asked, or deferred by the approver.
     pub(crate) asked: BTreeMap<u32, AskedCall>,
-    /// When the current approval pause began (epoch ms), while a call is being asked.
+    /// Where the uncredited part of the current pause begins (epoch ms), while a call is being asked or held.
     pause_since: Option<u64>,
+    /// A clock reading known to fall in the program's current idle stretch (it reported quiescence and has not
+    /// been sent a `Settle` since): a pause is credited only from here. `None` while the program computes, and
+    /// after a quiescent report until such a reading comes.
+    idle_since: Option<u64>,
+    /// The request ids of the last quiescent report: a pause notice about one of them was read after that report,
+    /// so its clock reading falls in the idle stretch.
+    fresh: Vec<u32>,
     /// Nested calls waiting for a person (an elicitation the host relays), by request id, with how many waits each
     /// has open: while any is, the deadline and the park time stand still, as during an approval.
     held: BTreeMap<u32, u32>,
@@ -296,6 +304,8 @@ impl RunMachine {
             queue: VecDeque::new(),
             asked: BTreeMap::new(),
             pause_since: None,
+            idle_since: None,
+            fresh: Vec::new(),
             held: BTreeMap::new(),
             effects: BTreeMap::new(),
             tool_calls: BTreeSet::new(),
@@ -339,6 +349,8 @@ impl RunMachine {
             queue: VecDeque::new(),
             asked: BTreeMap::new(),
             pause_since: None,
+            idle_since: None,
+            fresh: Vec::new(),
             held: BTreeMap::new(),
             effects: checkpoint.effects.iter().map(|e| (e.id, e.effect.clone())).collect(),
             // Calls in flight when it parked: settled later (by their tool, or as interrupted), then counted.
@@ -405,6 +417,7 @@ impl RunMachine {
             }
         }
         self.pause_since = self.asking().then_some(now_ms);
+        self.fresh.clear();
         for (id, due, digest) in std::mem::take(&mut self.restored_timers) {
             let call = BridgeCall::Sleep(SleepArgs { ms: due.saturating_sub(now_ms) });
             self.queue.push_back(Command::Dispatch(BridgeRequest { id, call }, RequestDigest(digest)));
@@ -419,6 +432,8 @@ impl RunMachine {
         if self.phase == Phase::Stopped {
             self.phase = if self.quiescent { Phase::Quiescent } else { Phase::Start };
         }
+        // A live quiescent cell sits idle from now; a cell about to start computes.
+        self.idle_since = (self.phase == Phase::Quiescent).then_some(now_ms);
     }
 
     /// Gives the current `wait` (after [`begin`](Self::begin)) a wait budget of `budget_ms` from `now_ms`: while the
@@ -472,6 +487,7 @@ impl RunMachine {
             Phase::Start => {
                 self.phase = Phase::Running;
                 self.quiescent = false;
+                self.idle_since = None;
                 self.last_sent = Sent::Start;
                 let start = Start {
                     source: self.source.clone(),
@@ -579,17 +595,28 @@ impl RunMachine {
                 self.host_failed.insert(id);
             }
             Event::Collected { since_ms, now_ms, timed_out, idle } => {
+                // A collect begins after the quiescent report's requests went out: the program is idle.
+                self.stamp_idle(since_ms);
                 if self.await_results {
                     // Waiting on host work off the VM is not charged to the execution allowance.
                     self.deadline_ms = self.deadline_ms.saturating_add(now_ms.saturating_sub(since_ms));
                 } else if let Phase::Collecting { held: true, .. } = self.phase {
-                    // Nor is the time a wait holds the run: the program is not running.
+                    // Nor is the time a wait holds the run: the program is not running. A pause is credited up to
+                    // the hold, which credits the rest.
+                    self.credit_pause(since_ms);
                     let held = now_ms.saturating_sub(since_ms);
                     self.deadline_ms = self.deadline_ms.saturating_add(held);
                     self.park_at_ms = self.park_at_ms.saturating_add(held);
+                    if self.pause_since.is_some() {
+                        self.pause_since = Some(now_ms);
+                    }
                 }
                 self.credit_pause(now_ms);
                 self.on_collected(now_ms, timed_out, idle);
+                if self.phase == Phase::Running {
+                    // A `Settle` goes out: the program computes again, and its time is charged.
+                    self.idle_since = None;
+                }
             }
         }
     }
@@ -611,6 +638,8 @@ impl RunMachine {
     /// Records a call whose approval is being asked since `now_ms` (or was deferred): while one is being asked, the
     /// deadline and the park time stand still.
     pub fn approval_asked(&mut self, call: AskedCall, now_ms: u64) {
+        // Asked as it is dispatched, after the quiescent report that released it.
+        self.stamp_idle(now_ms);
         if !call.deferred && !self.asking() {
             self.pause_since = Some(now_ms);
         }
@@ -621,6 +650,9 @@ impl RunMachine {
     /// as `uncertain` until its tool answers; denied, its settlement follows; deferred, it waits in the run for a
     /// later `wait`'s answer. The last decision pending ends the pause: the deadline moves by the time it took.
     pub fn approval_decided(&mut self, id: u32, decision: ApprovalDecision, at_ms: u64, write: bool) {
+        if self.fresh.contains(&id) {
+            self.stamp_idle(at_ms);
+        }
         let Some(call) = self.asked.get_mut(&id) else { return };
         let approved = matches!(decision, ApprovalDecision::Approve | ApprovalDecision::ApproveForRun);
         if decision == ApprovalDecision::Defer {
@@ -658,6 +690,9 @@ impl RunMachine {
     /// Nested call `id` began (`on`) or ended a wait for a person at `at_ms`: the first wait to begin pauses the
     /// deadline and the park time (unless an approval already did), the last to end moves them by the pause.
     pub fn hold_changed(&mut self, id: u32, on: bool, at_ms: u64) {
+        if self.fresh.contains(&id) {
+            self.stamp_idle(at_ms);
+        }
         let was = self.asking();
         if on {
             *self.held.entry(id).or_default() += 1;
@@ -682,10 +717,19 @@ impl RunMachine {
         !self.held.is_empty() || self.asked.values().any(|a| !a.deferred)
     }
 
-    /// Moves the deadline and the park time by the approval pause up to `now_ms`.
+    /// Records that the program is idle at `at_ms`, the first such reading of its current idle stretch.
+    fn stamp_idle(&mut self, at_ms: u64) {
+        if self.idle_since.is_none() && !matches!(self.phase, Phase::Start | Phase::Running) {
+            self.idle_since = Some(at_ms);
+        }
+    }
+
+    /// Moves the deadline and the park time by the part of the pause up to `now_ms` that the program sat idle
+    /// waiting: from the later of the pause's start and the idle stretch's. Time it computed stays charged.
     fn credit_pause(&mut self, now_ms: u64) {
         let Some(since) = self.pause_since else { return };
-        let paused = now_ms.saturating_sub(since);
+        let Some(idle) = self.idle_since else { return };
+        let paused = now_ms.saturating_sub(since.max(idle));
         // A cell that awaits its results is not charged for host work anyway.
         if !self.await_results {
             self.deadline_ms = self.deadline_ms.saturating_add(paused);
@@ -693,7 +737,7 @@ impl RunMachine {
                 self.park_at_ms = self.park_at_ms.saturating_add(paused);
             }
         }
-        self.pause_since = Some(now_ms);
+        self.pause_since = Some(now_ms.max(since));
     }
 
     /// The effect facts of the run so far; `list` adds the completed and uncertain writes (failed results). With
@@ -771,6 +815,8 @@ impl RunMachine {
             WorkerMessage::Quiescent { requests, outcome, open, canceled } => {
                 self.quiescent = true;
                 self.phase = Phase::Quiescent;
+                self.fresh.clear();
+                self.fresh.extend(requests.iter().map(|r| r.id));
                 for id in canceled {
                     self.timers.remove(&id);
                     // The program gave up on it; the host may already have handed it to its tool.

@@ -36,8 +36,7 @@ fn example() -> PathBuf {
 
 /// A config wrapping server-everything, with `extra` appended, in a temp dir.
 fn config(extra: &str) -> (tempfile::TempDir, PathBuf) {
-    let everything =
-        repo().join("mcp-servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let everything = repo().join("mcp-servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
     assert!(everything.is_file(), "{} is missing: run `npm ci --prefix mcp-servers` first", everything.display());
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("gateway.toml");
@@ -95,7 +94,8 @@ async fn an_outside_crate_serves_its_own_tool_beside_mcp_servers() {
 async fn the_config_policy_holds_for_the_embedders_own_tools() {
     let (_dir, file) = config("[policy]\n[[policy.rules]]\nmatch = \"forecast\"\npolicy = \"deny\"");
     let client = connect(&file).await;
-    let result = exec(&client, "try { await forecast({ city: 'Oslo' }); return 'ran' } catch (e) { return e.code }").await;
+    let result =
+        exec(&client, "try { await forecast({ city: 'Oslo' }); return 'ran' } catch (e) { return e.code }").await;
     assert_eq!(result["status"], "completed", "{result}");
     assert_eq!(result["value"], "denied", "{result}");
     let echo = exec(&client, "return (await MCP.everything.echo({ message: 'still' })).content[0].text").await;

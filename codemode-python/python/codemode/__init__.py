@@ -10,6 +10,7 @@ and the GIL is released while the engine works.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import dataclasses
 import inspect
@@ -24,6 +25,9 @@ from typing import Any, ClassVar, Literal, TypeAlias, Union
 from . import _native, _schema
 from ._native import EngineError
 from ._schema import Tool, tool
+
+# The engine's threads must be out of Python before the interpreter finalizes: one entering then aborts the process.
+atexit.register(_native.shutdown)
 
 __all__ = [
     "ApprovalRequest",

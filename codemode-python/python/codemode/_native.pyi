@@ -3,11 +3,14 @@
 from collections.abc import Callable
 from typing import Any, final
 
-__all__ = ["Completion", "Decide", "Engine", "EngineError", "Run"]
+__all__ = ["Completion", "Decide", "Engine", "EngineError", "Run", "shutdown"]
 
 class EngineError(RuntimeError):
     """The engine could not be built (no worker, a worker that fails its hello, a state directory that cannot be
     opened)."""
+
+def shutdown() -> None:
+    """Stops the engine's threads entering Python and waits for those inside; registered with ``atexit``."""
 
 @final
 class Completion:

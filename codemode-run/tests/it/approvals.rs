@@ -72,3 +72,45 @@ fn a_deferred_approval_parks_the_run_and_stops_the_pause() {
     assert!(matches!(m.poll(), Some(Command::Dispatch(r, _)) if r.id == 1));
     assert_eq!(m.deadline_ms(), t0 + 61_000, "parked time earns no credit");
 }
+
+#[test]
+fn an_approval_credits_only_the_time_the_program_sits_idle() {
+    // The program fires `echo` (asked about) without awaiting it, then computes in slices between `tick` calls.
+    let t0 = 10_000;
+    let mut m = fresh(false);
+    m.begin(t0, 1_000);
+    assert!(matches!(m.poll(), Some(Command::Send(_))));
+    assert!(matches!(m.poll(), Some(Command::Recv { .. })));
+    let mut clock = t0;
+    let mut next_id = 1;
+    let quiescent = |m: &mut RunMachine, requests: Vec<BridgeRequest>| {
+        let open = requests.len() as u32;
+        m.handle(Event::Worker(codemode_vm::protocol::WorkerMessage::Quiescent {
+            requests,
+            outcome: None,
+            open,
+            canceled: Vec::new(),
+        }));
+        while let Some(Command::Dispatch(request, digest)) = m.poll() {
+            m.dispatched(request.id, request.call.method(), digest, None);
+        }
+    };
+    let ask = call(next_id, "echo", json!({}));
+    next_id += 1;
+    quiescent(&mut m, vec![ask.clone(), call(next_id, "tick", json!({}))]);
+    m.approval_asked(asked(ask), clock);
+    // Each round: `tick` answers after 10 ms of waiting, the program then computes 400 ms and calls it again.
+    for round in 1..=3 {
+        m.handle(Event::Settled(codemode_bridge::Settlement { id: next_id, value: crate::script::ok(json!(1)) }));
+        m.handle(Event::Collected { since_ms: clock, now_ms: clock + 10, timed_out: false, idle: false });
+        clock += 10;
+        assert!(matches!(m.poll(), Some(Command::Send(_))), "round {round}: the settlement goes out");
+        let Some(Command::Recv { deadline_ms }) = m.poll() else { panic!("round {round}: the program runs") };
+        assert_eq!(deadline_ms, t0 + 1_000 + round * 10, "round {round}: only the waiting is credited");
+        clock += 400;
+        next_id += 1;
+        quiescent(&mut m, vec![call(next_id, "tick", json!({}))]);
+    }
+    // 1,200 ms of computing under a 1,000 ms timeout, with the question still open: the deadline has passed.
+    assert!(m.deadline_ms() < clock, "the computing stays charged");
+}

@@ -2,7 +2,7 @@
 //! host's `CallContext::pause`): the next cell sees new tools, a parked run resumes while every tool it called is
 //! unchanged (live and by replay) and fails with `invalid_input` naming the tool otherwise, a resumed run keeps the
 //! names it started with (a call of a tool the host no longer has fails catchably, naming it), and a call's wait for
-//! a person pauses the deadline on a manual clock.
+//! a person pauses the deadline on a manual clock, while the program computing meanwhile stays charged.
 
 use std::sync::Arc;
 
@@ -215,4 +215,57 @@ async fn a_call_waiting_for_a_person_pauses_the_deadline() {
     let result = exec(&engine, code).await;
     assert_eq!(value(&result), json!(["yes", "yes"]), "two 10 s questions in a 3 s cell");
     assert_eq!(clock.now_ms(), 1_700_000_020_000);
+}
+
+/// A host whose `ask` waits for a person (its pause held) until `tick` has been called `answer_after` times.
+struct SlowPerson {
+    ticks: std::sync::atomic::AtomicU32,
+    answer_after: u32,
+    answered: tokio::sync::Notify,
+}
+
+#[async_trait]
+impl ToolHost for SlowPerson {
+    async fn call_tool(&self, tool: &str, _args: Value, cx: CallContext) -> Result<Value, ToolError> {
+        match tool {
+            "ask" => {
+                let _paused = cx.pause.hold();
+                let answered = self.answered.notified();
+                if self.ticks.load(std::sync::atomic::Ordering::SeqCst) < self.answer_after {
+                    answered.await;
+                }
+                Ok(json!({ "answer": "yes" }))
+            }
+            _ => {
+                if self.ticks.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == self.answer_after {
+                    self.answered.notify_waiters();
+                }
+                Ok(json!(null))
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_computing_while_a_person_is_asked_stays_charged_for_its_computing() {
+    // Before the pause credited only idle time, this program computed for 2,000 slices (seconds) under a 1 s
+    // timeout: the question stayed open, and every collect credited the whole time since the last one.
+    let host = SlowPerson { ticks: Default::default(), answer_after: 2_000, answered: tokio::sync::Notify::new() };
+    let engine = CodeMode::builder()
+        .limits(Limits { timeout_ms: 1_000, ..Limits::default() })
+        .tools(vec![tool("ask", json!({ "type": "object" })), tool("tick", json!({ "type": "object" }))])
+        .host(Arc::new(host))
+        .warm_workers(1)
+        .build()
+        .expect("the engine builds");
+    let code = "const work = () => { let x = 0; for (let i = 0; i < 100000; i++) x += i % 7; return x }; \
+                let answered = false; ask({}).then(() => { answered = true }); let slices = 0; \
+                while (!answered) { work(); await tick({}); slices++ } return slices";
+    let result = exec(&engine, code).await;
+    // Its 1 s spent, the program parks at the park time (the question still open) or times out mid-slice.
+    match &result {
+        CodeModeResult::Waiting(_) => {}
+        CodeModeResult::Failed(_) => assert_eq!(failure(&result).0, "timeout"),
+        other => panic!("the program ran past its timeout: {}", serde_json::to_string(other).unwrap()),
+    }
 }
