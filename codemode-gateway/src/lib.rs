@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use codemode::vm::pool::WorkerCommand;
 
-pub use codemode_mcp::UpstreamManager;
+pub use codemode_mcp::{UpstreamManager, install_tls_provider};
 pub use config::{GatewayConfig, ServerConfig, Startup, StoreConfig, TelemetryConfig, Transport};
 pub use server::{Gateway, GatewayServer, WORKER_ARG};
 
@@ -73,12 +73,6 @@ pub enum Error {
     Serve(String),
 }
 
-/// Installs the process's TLS provider (rustls with ring). reqwest, which the gateway's HTTP clients use (upstream
-/// Streamable HTTP servers, the JWKS fetch), is built without a provider of its own and panics when a client is
-/// built before one is installed; a second call changes nothing.
-pub fn install_tls_provider() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}
 
 /// Reads `--confinement`.
 ///

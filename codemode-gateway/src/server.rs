@@ -100,38 +100,6 @@ impl OwnTools {
     }
 }
 
-/// The engine's tool host: a call whose tool names an MCP server goes to that server, any other to the embedder's
-/// host.
-struct Hosts {
-    own: Option<Arc<dyn ToolHost>>,
-    upstream: Arc<UpstreamManager>,
-}
-
-#[async_trait::async_trait]
-impl ToolHost for Hosts {
-    async fn call_tool(
-        &self,
-        tool: &str,
-        args: Value,
-        cx: codemode_bridge::CallContext,
-    ) -> Result<Value, codemode_bridge::ToolError> {
-        match (&cx.server, &self.own) {
-            (None, Some(own)) => own.call_tool(tool, args, cx).await,
-            _ => self.upstream.call_tool(tool, args, cx).await,
-        }
-    }
-
-    async fn namespace(
-        &self,
-        server: &str,
-        op: &str,
-        args: Value,
-        cx: codemode_bridge::CallContext,
-    ) -> Result<Value, codemode_bridge::ToolError> {
-        self.upstream.namespace(server, op, args, cx).await
-    }
-}
-
 /// What the client sees of the gateway: its tools, in the facade's order, and the upstream target of each
 /// direct-only one.
 #[derive(Debug, Default)]
@@ -220,7 +188,7 @@ impl Gateway {
             .map_err(|e| Error::Config { file: config.file.clone(), key: e.key, problem: e.problem, fix: e.fix })?;
         let upstream = Arc::new(upstream);
         let definitions = own.with(upstream.tool_definitions());
-        let host: Arc<dyn ToolHost> = Arc::new(Hosts { own: own.host.clone(), upstream: upstream.clone() });
+        let host: Arc<dyn ToolHost> = Arc::new(codemode_mcp::WithServers::new(own.host.clone(), upstream.clone()));
         let mut builder = CodeMode::builder();
         let mut shared: Option<Arc<dyn codemode::snapshot::FleetBackend>> = None;
         if let Some(store) = &config.store {

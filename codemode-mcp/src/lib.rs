@@ -36,7 +36,14 @@ pub mod upstream;
 
 pub use config::{DEFAULT_INHERITED_ENV, SECRET_ENV, ServerConfig, Startup, Transport, inherited_env};
 pub use relay::{Relay, Sampling};
-pub use upstream::UpstreamManager;
+pub use upstream::{UpstreamManager, WithServers};
+
+/// Installs the process's TLS provider (rustls with ring). reqwest, which the HTTP clients use (upstream Streamable
+/// HTTP servers, the gateway's JWKS fetch), is built without a provider of its own and panics when a client is built
+/// before one is installed; [`UpstreamManager::start`] calls it, and a second call changes nothing.
+pub fn install_tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
 
 /// A server entry that names a tool its server does not offer (in `deny` or `direct`), found when the servers
 /// start.

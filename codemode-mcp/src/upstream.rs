@@ -107,6 +107,7 @@ impl UpstreamManager {
         sampling: Sampling,
         redactor: codemode_telemetry::Redactor,
     ) -> Result<UpstreamManager, ConfigError> {
+        crate::install_tls_provider();
         let (relay, changed) = Relay::new(sampling);
         let configured = servers;
         let started = futures::future::join_all(
@@ -836,5 +837,39 @@ impl StreamableHttpClient for SessionClient {
                 max_sse_event_size,
             )
             .await
+    }
+}
+
+/// A tool host over MCP servers and an embedder's own tools: a call whose tool names an MCP server goes to that
+/// server, any other to `own` (refused when there is none). The engine's catalog holds both sets of definitions.
+pub struct WithServers {
+    own: Option<Arc<dyn ToolHost>>,
+    upstream: Arc<UpstreamManager>,
+}
+
+impl WithServers {
+    /// Calls of MCP tools to `upstream`, the rest to `own`.
+    pub fn new(own: Option<Arc<dyn ToolHost>>, upstream: Arc<UpstreamManager>) -> WithServers {
+        WithServers { own, upstream }
+    }
+}
+
+impl std::fmt::Debug for WithServers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WithServers").field("own", &self.own.is_some()).field("upstream", &self.upstream).finish()
+    }
+}
+
+#[async_trait]
+impl ToolHost for WithServers {
+    async fn call_tool(&self, tool: &str, args: Value, cx: CallContext) -> Result<Value, ToolError> {
+        match (&cx.server, &self.own) {
+            (None, Some(own)) => own.call_tool(tool, args, cx).await,
+            _ => self.upstream.call_tool(tool, args, cx).await,
+        }
+    }
+
+    async fn namespace(&self, server: &str, op: &str, args: Value, cx: CallContext) -> Result<Value, ToolError> {
+        self.upstream.namespace(server, op, args, cx).await
     }
 }

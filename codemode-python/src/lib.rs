@@ -1,5 +1,6 @@
 //! `codemode._native`, the native half of the `codemode` Python package: a PyO3 binding over the facade's
-//! [`CodeMode`] (build, `exec`, `wait`, `abort`, `surface`) and nothing more.
+//! [`CodeMode`] (build, `exec`, `wait`, `abort`, `surface`), with MCP servers through `codemode-mcp`, configured as
+//! the gateway's are (`codemode-gateway`'s config checker), and nothing more.
 //!
 //! It is deliberately thin: JSON text crosses in both directions (tool definitions, limits, policy, results), the
 //! Python half (`python/codemode/`) owns schemas, result classes and the event loop, and the engine runs on one
@@ -7,11 +8,12 @@
 //! hand a call or a result to Python); a Python callback that fails becomes a tool error or a `deny`, never a panic.
 
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex, OnceLock};
 
 use codemode::bridge::{CallContext, ToolError};
 use codemode::vm::pool::WorkerCommand;
+use codemode_mcp::{UpstreamManager, WithServers};
 use codemode::{
     ApprovalDecision, ApprovalRequest, Approver, CodeMode, CodeModeResult, Confinement, ExecOptions, Limits, Policy,
     RunScope, ToolDefinition, ToolHost,
@@ -267,10 +269,20 @@ fn parse_json(what: &str, text: &str) -> PyResult<Value> {
     serde_json::from_str(text).map_err(|e| PyValueError::new_err(format!("{what} is not valid JSON: {e}")))
 }
 
-/// One engine: a catalog of Python tools, a worker pool and a run store.
+/// One engine: a catalog of Python tools and MCP servers' tools, a worker pool and a run store.
 #[pyclass(frozen, module = "codemode._native")]
 struct Engine {
     engine: CodeMode,
+    upstream: Option<std::sync::Arc<UpstreamManager>>,
+}
+
+/// The MCP servers of `text`, the JSON of `{"<name>": {"command": ..., "args": [...]} | {"url": ...}}` as a desktop
+/// client's `mcpServers` holds them, checked as the gateway checks its config.
+fn mcp_servers(text: &str) -> PyResult<std::collections::BTreeMap<String, codemode_mcp::ServerConfig>> {
+    let text = format!("{{\"mcpServers\": {text}}}");
+    codemode_gateway::GatewayConfig::parse(Path::new("mcp_servers.json"), &text)
+        .map(|config| config.servers)
+        .map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
 #[pymethods]
@@ -278,7 +290,7 @@ impl Engine {
     /// Builds the engine and starts its worker pool (the GIL is released meanwhile).
     #[new]
     #[pyo3(signature = (*, tools, host, worker=None, limits=None, policy=None, approver=None, state_dir=None,
-        confinement=None, warm_workers=None, replay_on_resume=false))]
+        confinement=None, warm_workers=None, replay_on_resume=false, mcp_servers=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -292,11 +304,30 @@ impl Engine {
         confinement: Option<&str>,
         warm_workers: Option<usize>,
         replay_on_resume: bool,
+        mcp_servers: Option<&str>,
     ) -> PyResult<Self> {
-        let tools: Vec<ToolDefinition> = serde_json::from_value(parse_json("tools", tools)?)
+        let mut tools: Vec<ToolDefinition> = serde_json::from_value(parse_json("tools", tools)?)
             .map_err(|e| PyValueError::new_err(format!("invalid tool definitions: {e}")))?;
-        let mut builder =
-            CodeMode::builder().tools(tools).host(std::sync::Arc::new(PyHost { dispatch: host })).state_dir(state_dir);
+        let own: std::sync::Arc<dyn ToolHost> = std::sync::Arc::new(PyHost { dispatch: host });
+        let servers = mcp_servers.map(self::mcp_servers).transpose()?;
+        // The servers start with the GIL released; one that cannot start is left out (and named on stderr).
+        let upstream = match servers {
+            None => None,
+            Some(servers) => Some(std::sync::Arc::new(
+                py.detach(|| {
+                    runtime().block_on(UpstreamManager::start(&servers, Default::default(), Default::default()))
+                })
+                .map_err(|e| PyValueError::new_err(e.to_string()))?,
+            )),
+        };
+        let host: std::sync::Arc<dyn ToolHost> = match &upstream {
+            None => own,
+            Some(upstream) => {
+                tools.extend(upstream.tool_definitions());
+                std::sync::Arc::new(WithServers::new(Some(own), upstream.clone()))
+            }
+        };
+        let mut builder = CodeMode::builder().tools(tools).host(host).state_dir(state_dir);
         if let Some(limits) = limits {
             builder = builder.limits(Limits::from_json(&parse_json("limits", limits)?));
         }
@@ -327,7 +358,14 @@ impl Engine {
                 builder.build()
             })
             .map_err(|e| EngineError::new_err(e.to_string()))?;
-        Ok(Engine { engine })
+        Ok(Engine { engine, upstream })
+    }
+
+    /// Stops the MCP servers (the GIL is released meanwhile); their calls still running fail.
+    fn close(&self, py: Python<'_>) {
+        if let Some(upstream) = &self.upstream {
+            py.detach(|| runtime().block_on(upstream.shutdown()));
+        }
     }
 
     /// Starts an `exec` (`input` is exec's input object as JSON text); `done` gets the result as JSON text.

@@ -32,8 +32,8 @@ const LAYERS: &[(&str, u32)] = &[
     ("codemode-surface", 4),
     ("codemode", 5),
     ("codemode-gateway", 6),
-    ("codemode-python", 6),
     ("codemode-cli", 7),
+    ("codemode-python", 7),
     ("xtask", 8),
 ];
 

@@ -286,11 +286,17 @@ class CodeMode:
         warm_workers: idle workers kept ready (default 2).
         replay_on_resume: drop a parked run's worker, so every ``wait`` resumes by replay.
         max_tool_threads: threads of the pool sync tools run on (default: Python's ``ThreadPoolExecutor``'s).
+        mcp_servers: MCP servers whose tools programs call as ``MCP.<server>.<tool>``, as a desktop client's
+            ``mcpServers`` holds them and the gateway reads them: ``{"fs": {"command": "npx", "args": [...],
+            "env": {...}, "inheritEnv": [...]}, "web": {"url": "https://.../mcp", "headers": {...}}}``. A stdio
+            server starts with a clean environment (see the gateway's docs); a server that cannot start is left out
+            and named on stderr. The policy's rules match ``<server>.<tool>``.
 
     Raises:
         EngineError: no worker could be started (the message says what to fix) or ``state_dir`` cannot be opened.
         TypeError: a tool's hints cannot be turned into a schema.
-        ValueError: an unknown limit or an invalid policy.
+        ValueError: an unknown limit, an invalid policy or an invalid ``mcp_servers`` entry (the message names the
+            key and the fix).
     """
 
     def __init__(
@@ -306,6 +312,7 @@ class CodeMode:
         warm_workers: int | None = None,
         replay_on_resume: bool = False,
         max_tool_threads: int | None = None,
+        mcp_servers: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         self._tools: dict[str, Tool] = {}
         for item in tools:
@@ -337,6 +344,7 @@ class CodeMode:
             confinement=confinement,
             warm_workers=warm_workers,
             replay_on_resume=replay_on_resume,
+            mcp_servers=json.dumps(dict(mcp_servers)) if mcp_servers is not None else None,
         )
 
     @property
@@ -346,8 +354,10 @@ class CodeMode:
         return self._engine
 
     def close(self) -> None:
-        """Stops the engine: its idle workers end now, the rest as their runs end; later calls raise
+        """Stops the engine: its MCP servers and idle workers end now, the rest as their runs end; later calls raise
         :class:`EngineError`. Dropping the last reference to a CodeMode does the same."""
+        if self._engine is not None:
+            self._engine.close()
         self._engine = None
         self._threads.shutdown(wait=False, cancel_futures=True)
 
