@@ -73,7 +73,6 @@ pub enum Error {
     Serve(String),
 }
 
-
 /// Reads `--confinement`.
 ///
 /// # Errors

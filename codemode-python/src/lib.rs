@@ -13,11 +13,11 @@ use std::sync::{Condvar, Mutex, OnceLock};
 
 use codemode::bridge::{CallContext, ToolError};
 use codemode::vm::pool::WorkerCommand;
-use codemode_mcp::{UpstreamManager, WithServers};
 use codemode::{
     ApprovalDecision, ApprovalRequest, Approver, CodeMode, CodeModeResult, Confinement, ExecOptions, Limits, Policy,
     RunScope, ToolDefinition, ToolHost,
 };
+use codemode_mcp::{UpstreamManager, WithServers};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use serde_json::{Value, json};

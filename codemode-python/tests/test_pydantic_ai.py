@@ -80,3 +80,19 @@ async def test_deferred_approval_is_continued_by_another_process(tmp_path):
     # The read ran once, in the first process: the resumed program got its result from the journal.
     assert (counters / "read_data").read_text() == "1"
     assert (counters / "send").read_text() == "1"
+
+
+async def test_the_toolset_offers_mcp_servers_beside_python_functions():
+    everything = HERE.parent.parent / "mcp-servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+    toolset = CodeModeToolset([add], mcp_servers={"everything": {"command": "node", "args": [str(everything), "stdio"]}})
+    code = 'const e = await MCP.everything.echo({ message: "hi" }); return [await add({a: 1, b: 2}), e.content[0].text]'
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returns = [p for m in messages for p in getattr(m, "parts", []) if isinstance(p, ToolReturnPart)]
+        if not returns:
+            return ModelResponse(parts=[ToolCallPart("exec", {"title": "Both", "code": code})])
+        return ModelResponse(parts=[TextPart(repr(returns[-1].content["value"]))])
+
+    result = await Agent(FunctionModel(model), toolsets=[toolset]).run("add and echo")
+    assert result.output == "[3, 'Echo: hi']"
+    toolset.codemode.close()
