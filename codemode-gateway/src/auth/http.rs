@@ -9,10 +9,8 @@
 //! more is answered `429 too_many_sessions` ([`Sessions`]). Invariant: no request reaches the MCP transport without
 //! a verified principal, nor names a session its principal did not open.
 
-use std::convert::Infallible;
 use std::sync::Arc;
 
-use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Bytes;
 use hyper::header::{HeaderValue, WWW_AUTHENTICATE};
@@ -21,10 +19,7 @@ use serde_json::json;
 
 use super::limits::PrincipalLimits;
 use super::sessions::{Sessions, tracked};
-use super::{Authenticator, Principal, Rejection};
-
-/// The response body type of the MCP transport and of this front.
-pub type Body = BoxBody<Bytes, Infallible>;
+use super::{Authenticator, Body, Principal, Rejection};
 
 /// The well-known path of the protected-resource metadata (RFC 9728); the same document is also served under it
 /// with the resource's path appended.

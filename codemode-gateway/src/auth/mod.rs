@@ -22,6 +22,9 @@ use sha2::{Digest, Sha256};
 use crate::Error;
 use crate::config::AuthSettings;
 
+/// The response body type of the MCP transport and of the auth front.
+pub type Body = http_body_util::combinators::BoxBody<hyper::body::Bytes, std::convert::Infallible>;
+
 /// An authenticated caller.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Principal {

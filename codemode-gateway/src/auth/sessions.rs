@@ -19,7 +19,7 @@ use rmcp::transport::streamable_http_server::SessionManager as _;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use tokio::sync::watch;
 
-use super::http::Body;
+use super::Body;
 
 /// The sessions of every principal, and the rmcp session manager that holds them.
 pub struct Sessions {
