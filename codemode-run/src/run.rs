@@ -337,7 +337,8 @@ async fn finish(inner: Arc<Inner>, mut run: LiveRun, mut slot: Option<Slot<LiveR
             release_worker(&inner, &mut run);
             ended(&inner, &mut run, *result).await
         }
-        Stop::Park(reason) => park(inner, run, slot, reason).await,
+        // Boxed too: a park's state (the checkpoint, the store's park) is only paid for by runs that park.
+        Stop::Park(reason) => Box::pin(park(inner, run, slot, reason)).await,
     }
 }
 
@@ -759,7 +760,7 @@ async fn wait_run(
             release_worker(&inner, &mut run);
             ended(&inner, &mut run, *result).await
         }
-        Stop::Park(reason) => park(inner.clone(), run, slot, reason).await,
+        Stop::Park(reason) => Box::pin(park(inner.clone(), run, slot, reason)).await,
     }
 }
 
