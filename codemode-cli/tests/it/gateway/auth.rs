@@ -1,8 +1,9 @@
 //! `[auth]` end to end: a real `codemode mcp --http` process, raw HTTP requests for the resource-server answers
 //! (401 challenges, metadata, 429) and rmcp's client with a bearer header for runs and limits.
 //!
-//! Tokens are signed here with the committed test keys (`tests/fixtures/auth`); the gateway reads the matching JWK
-//! Set from a file. Static tokens are `alice-static-token` (principal `alice`) and `carol-static-token` (`carol`).
+//! Tokens are signed here with the committed test keys (`codemode-gateway/tests/fixtures/auth`); the gateway reads
+//! the matching JWK Set from a file. Static tokens are `alice-static-token` (principal `alice`) and
+//! `carol-static-token` (`carol`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -28,7 +29,7 @@ const METADATA: &str = "https://gateway.test/.well-known/oauth-protected-resourc
 pub(super) const UNKNOWN_RUN: &str = "code mode run is unavailable or expired.";
 
 pub(super) fn keys() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/auth")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../codemode-gateway/tests/fixtures/auth")
 }
 
 fn now() -> u64 {
