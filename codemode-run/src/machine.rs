@@ -5,9 +5,9 @@
 //! Invariant: every settlement sent to the worker is appended to the journal, in delivery order, before the `Settle`
 //! command is returned, so a checkpoint taken at any park replays to the same state. While a call waits for a
 //! person's approval, the deadline and the park time do not run while the program sits idle (the seed's paused
-//! clock); what the program computes meanwhile stays charged. A `wait` with a wait
-//! budget ([`RunMachine::hold`]) holds a run whose program is waiting on host work until something settles or the
-//! budget passes, instead of parking at the park time; that waiting is not charged to the execution deadline.
+//! clock); what the program computes meanwhile stays charged. A `wait` with a wait budget ([`RunMachine::hold`])
+//! holds a run whose program is waiting on host work until something settles or the budget passes, instead of
+//! parking at the park time; that waiting is not charged to the execution deadline.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
