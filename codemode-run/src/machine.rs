@@ -211,9 +211,10 @@ pub struct RunMachine {
     /// been sent a `Settle` since): a pause is credited only from here. `None` while the program computes, and
     /// after a quiescent report until such a reading comes.
     idle_since: Option<u64>,
-    /// The request ids of the last quiescent report: a pause notice about one of them was read after that report,
-    /// so its clock reading falls in the idle stretch.
-    fresh: Vec<u32>,
+    /// The first request id of the last quiescent report (`u32::MAX`: none). Request ids are creation-ordered, so
+    /// the ids from here on are that report's: a pause notice about one of them was read after the report, and its
+    /// clock reading falls in the idle stretch.
+    fresh_from: u32,
     /// Nested calls waiting for a person (an elicitation the host relays), by request id, with how many waits each
     /// has open: while any is, the deadline and the park time stand still, as during an approval.
     held: BTreeMap<u32, u32>,
@@ -305,7 +306,7 @@ impl RunMachine {
             asked: BTreeMap::new(),
             pause_since: None,
             idle_since: None,
-            fresh: Vec::new(),
+            fresh_from: u32::MAX,
             held: BTreeMap::new(),
             effects: BTreeMap::new(),
             tool_calls: BTreeSet::new(),
@@ -350,7 +351,7 @@ impl RunMachine {
             asked: BTreeMap::new(),
             pause_since: None,
             idle_since: None,
-            fresh: Vec::new(),
+            fresh_from: u32::MAX,
             held: BTreeMap::new(),
             effects: checkpoint.effects.iter().map(|e| (e.id, e.effect.clone())).collect(),
             // Calls in flight when it parked: settled later (by their tool, or as interrupted), then counted.
@@ -417,7 +418,7 @@ impl RunMachine {
             }
         }
         self.pause_since = self.asking().then_some(now_ms);
-        self.fresh.clear();
+        self.fresh_from = u32::MAX;
         for (id, due, digest) in std::mem::take(&mut self.restored_timers) {
             let call = BridgeCall::Sleep(SleepArgs { ms: due.saturating_sub(now_ms) });
             self.queue.push_back(Command::Dispatch(BridgeRequest { id, call }, RequestDigest(digest)));
@@ -650,7 +651,7 @@ impl RunMachine {
     /// as `uncertain` until its tool answers; denied, its settlement follows; deferred, it waits in the run for a
     /// later `wait`'s answer. The last decision pending ends the pause: the deadline moves by the time it took.
     pub fn approval_decided(&mut self, id: u32, decision: ApprovalDecision, at_ms: u64, write: bool) {
-        if self.fresh.contains(&id) {
+        if id >= self.fresh_from {
             self.stamp_idle(at_ms);
         }
         let Some(call) = self.asked.get_mut(&id) else { return };
@@ -690,7 +691,7 @@ impl RunMachine {
     /// Nested call `id` began (`on`) or ended a wait for a person at `at_ms`: the first wait to begin pauses the
     /// deadline and the park time (unless an approval already did), the last to end moves them by the pause.
     pub fn hold_changed(&mut self, id: u32, on: bool, at_ms: u64) {
-        if self.fresh.contains(&id) {
+        if id >= self.fresh_from {
             self.stamp_idle(at_ms);
         }
         let was = self.asking();
@@ -815,8 +816,7 @@ impl RunMachine {
             WorkerMessage::Quiescent { requests, outcome, open, canceled } => {
                 self.quiescent = true;
                 self.phase = Phase::Quiescent;
-                self.fresh.clear();
-                self.fresh.extend(requests.iter().map(|r| r.id));
+                self.fresh_from = requests.first().map_or(u32::MAX, |r| r.id);
                 for id in canceled {
                     self.timers.remove(&id);
                     // The program gave up on it; the host may already have handed it to its tool.
