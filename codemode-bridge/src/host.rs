@@ -32,6 +32,9 @@ pub struct CallContext {
     /// Where the host says the call waits for a person (an upstream server's `elicitation/create` relayed to the
     /// user): while a [`PauseGuard`] from it is held, the run's deadline stands still, as during an approval.
     pub pause: PauseSink,
+    /// The nested call's span: the parent of the spans the host starts for the call (an upstream server's CLIENT
+    /// span); disabled when spans are not recorded.
+    pub span: codemode_telemetry::span::Span,
 }
 
 impl CallContext {

@@ -21,6 +21,7 @@ use codemode::{CodeMode, ExecOptions, RunScope};
 use codemode_bridge::{ApprovalDecision, CodeModeResult, ToolHost};
 use codemode_config::{Decision, EffectClass, Policy};
 use codemode_store_pg::{PgOptions, PgStore, redact_url};
+use codemode_telemetry::span::{KeyValue, Parent, Span, SpanKind, Start};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, InputRequiredResult,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -31,7 +32,6 @@ use rmcp::transport::streamable_http_server::StreamableHttpService;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
-use tracing::Instrument as _;
 
 use crate::Error;
 use crate::approve::{self, Channel, Pending, StateSeal};
@@ -910,11 +910,8 @@ impl ServerHandler for GatewayServer {
         let span = server_span(&self.gateway, &request, &context, scope.session_id.as_deref(), transport);
         let started = (!span.is_disabled()).then(std::time::Instant::now);
         let name = started.map(|_| self.gateway.traced_tool_name(&request.name).to_owned());
-        let response = self
-            .gateway
-            .call(request, &context.meta, scope, approvals, cancelled, progress.clone())
-            .instrument(span.clone())
-            .await;
+        let response = self.gateway.call(request, &context.meta, scope, approvals, cancelled, progress.clone());
+        let response = span.instrument(response).await;
         // Every progress notification goes out before the answer; none after it.
         if let Some(progress) = progress {
             progress.finish().await;
@@ -969,7 +966,7 @@ impl ServerHandler for GatewayServer {
 }
 
 /// The SERVER span of one `tools/call` from the client (MCP semantic conventions), continuing the client's trace
-/// when the request's `_meta` carries a W3C `traceparent`. Its fields are evaluated only when the span is enabled.
+/// when the request's `_meta` carries a W3C `traceparent`. Its attributes are built only when spans are recorded.
 /// What the client chose is bounded: a tool this gateway does not offer is named [`otel::OTHER`], and the session
 /// and request ids are cut to [`otel::MAX_ATTRIBUTE_BYTES`].
 ///
@@ -981,36 +978,34 @@ fn server_span(
     context: &RequestContext<RoleServer>,
     session: Option<&str>,
     transport: &'static str,
-) -> tracing::Span {
-    use codemode_telemetry::otel;
-    let name = || gateway.traced_tool_name(request.name.as_ref());
-    let span = tracing::info_span!(
-        target: otel::TARGET,
-        "tools/call",
-        "otel.name" = otel::tools_call_name(name()).as_str(),
-        "otel.kind" = otel::kind::SERVER,
-        "mcp.method.name" = otel::TOOLS_CALL,
-        "gen_ai.operation.name" = otel::EXECUTE_TOOL,
-        "gen_ai.tool.name" = name(),
-        "mcp.session.id" = session.map(otel::client_attribute),
-        "jsonrpc.request.id" = otel::client_attribute(&context.id.to_string()),
-        "network.transport" = transport,
-        "error.type" = tracing::field::Empty,
-        "otel.status_code" = tracing::field::Empty,
-        "otel.status_description" = tracing::field::Empty,
-    );
-    if !span.is_disabled() {
-        // rmcp moves the request's `_meta` into the context; a hand-built request may still carry it in params.
-        let meta = request.meta.as_ref().filter(|m| m.get_traceparent().is_some()).unwrap_or(&context.meta);
-        codemode_telemetry::otlp::continue_trace(&span, meta.get_traceparent(), meta.get_tracestate());
+) -> Span {
+    use codemode_telemetry::otel::{self, attr};
+    if !codemode_telemetry::span::enabled() {
+        return Span::none();
     }
-    span
+    // rmcp moves the request's `_meta` into the context; a hand-built request may still carry it in params.
+    let meta = request.meta.as_ref().filter(|m| m.get_traceparent().is_some()).unwrap_or(&context.meta);
+    let parent = codemode_telemetry::otlp::remote_parent(meta.get_traceparent(), meta.get_tracestate());
+    codemode_telemetry::span::start(Parent::Remote(parent), || {
+        let name = gateway.traced_tool_name(request.name.as_ref());
+        let mut attributes = vec![
+            KeyValue::new(attr::MCP_METHOD_NAME, otel::TOOLS_CALL),
+            KeyValue::new(attr::GEN_AI_OPERATION_NAME, otel::EXECUTE_TOOL),
+            KeyValue::new(attr::GEN_AI_TOOL_NAME, name.to_owned()),
+            KeyValue::new(attr::JSONRPC_REQUEST_ID, otel::client_attribute(&context.id.to_string()).to_owned()),
+            KeyValue::new(attr::NETWORK_TRANSPORT, transport),
+        ];
+        if let Some(session) = session {
+            attributes.push(KeyValue::new(attr::MCP_SESSION_ID, otel::client_attribute(session).to_owned()));
+        }
+        Start { name: otel::tools_call_name(name).into(), kind: SpanKind::Server, attributes }
+    })
 }
 
 /// Ends a SERVER span: an error span for a JSON-RPC error and for a result with `isError: true` (for a failed run,
 /// `error.type` is its code and the message its error); and records the request's duration.
 fn server_span_end(
-    span: &tracing::Span,
+    span: &Span,
     tool: &str,
     started: std::time::Instant,
     response: &Result<CallToolResponse, ErrorData>,
@@ -1031,7 +1026,7 @@ fn server_span_end(
         Err(e) => Some((e.code.0.to_string(), e.message.to_string())),
     };
     if let Some((kind, message)) = &failure {
-        codemode_telemetry::otlp::record_error(span, kind, message, redactor);
+        span.error(kind, message, redactor);
     }
     let error_type = failure.as_ref().map(|(kind, _)| kind.as_str());
     codemode_telemetry::otel::record_mcp_server(tool, error_type, started.elapsed().as_secs_f64());

@@ -22,6 +22,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use codemode_bridge::{CallContext, ToolError, ToolHost};
 use codemode_catalog::ToolDefinition;
+use codemode_telemetry::span::{KeyValue, Parent, Span, SpanKind, Start};
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, GetPromptRequestParams, PaginatedRequestParams, ReadResourceRequestParams,
     Tool,
@@ -36,7 +37,6 @@ use rmcp::{RoleClient, ServiceError, ServiceExt};
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::Mutex;
-use tracing::Instrument as _;
 
 use crate::ConfigError;
 use crate::config::{ServerConfig, Startup, Transport, inherited_env};
@@ -220,11 +220,12 @@ impl UpstreamManager {
     /// A [`ToolError`] saying what failed: unknown server or tool, a server that cannot start, a transport that
     /// closed during the call (the server is restarted on the next call), or the server's own JSON-RPC error.
     pub async fn call(&self, server: &str, tool: &str, args: Value) -> Result<CallToolResult, ToolError> {
-        self.call_reporting(server, tool, args, None).await
+        self.call_reporting(server, tool, args, None, &Span::none()).await
     }
 
     /// [`call`](Self::call), with the server's progress for the call (its `notifications/progress` on the request's
-    /// progress token) reported to `progress`.
+    /// progress token) reported to `progress`, and the call's CLIENT span under `parent` (under the current span
+    /// when `parent` is disabled).
     ///
     /// # Errors
     ///
@@ -235,6 +236,7 @@ impl UpstreamManager {
         tool: &str,
         args: Value,
         progress: Option<codemode_bridge::ProgressSink>,
+        parent: &Span,
     ) -> Result<CallToolResult, ToolError> {
         let up = self.upstream(server)?;
         if !up.has_tool(tool) {
@@ -259,7 +261,7 @@ impl UpstreamManager {
             Transport::Stdio { .. } => "pipe",
             Transport::Http { .. } => "tcp",
         };
-        let span = client_span(server, tool, transport);
+        let span = client_span(parent, server, tool, transport);
         let started = (!span.is_disabled()).then(std::time::Instant::now);
         // The upstream server continues this call's trace: the CLIENT span's context goes in `params._meta`.
         if let Some((traceparent, tracestate)) = codemode_telemetry::otlp::trace_headers(&span) {
@@ -278,14 +280,13 @@ impl UpstreamManager {
             if let Some(id) = session.as_ref().and_then(SessionSlot::current)
                 && !span.is_disabled()
             {
-                span.record("mcp.session.id", &*id);
+                span.set(codemode_telemetry::otel::attr::MCP_SESSION_ID, id.to_string());
             }
             match sent {
                 Ok(result) => Ok(result),
                 Err(e) => Err(up.failure(e, generation, &format!("the call to \"{tool}\"")).await),
             }
         }
-        .instrument(span.clone())
         .await;
         client_span_end(&span, tool, started, &called, &self.redactor);
         called
@@ -362,7 +363,7 @@ impl ToolHost for UpstreamManager {
         };
         // While it runs, an elicitation of its server reaches the person behind its run and pauses the deadline.
         let _in_flight = self.relay.register_call(server, cx.session_id.clone(), cx.pause.clone(), cx.abort.clone());
-        let result = self.call_reporting(server, tool, args, Some(cx.progress)).await?;
+        let result = self.call_reporting(server, tool, args, Some(cx.progress), &cx.span).await?;
         let mut value = guest_call_result(&result);
         // Large image and audio bytes stay here; the program gets a handle to `attach`.
         crate::content::hand_off(&mut value);
@@ -375,26 +376,21 @@ impl ToolHost for UpstreamManager {
     }
 }
 
-/// The CLIENT span of one `tools/call` to an upstream server (MCP semantic conventions). Its fields are evaluated
-/// only when the span is enabled.
-fn client_span(server: &str, tool: &str, transport: &'static str) -> tracing::Span {
-    use codemode_telemetry::otel;
-    tracing::info_span!(
-        target: otel::TARGET,
-        "tools/call",
-        "otel.name" = otel::tools_call_name(tool).as_str(),
-        "otel.kind" = otel::kind::CLIENT,
-        "mcp.method.name" = otel::TOOLS_CALL,
-        "gen_ai.operation.name" = otel::EXECUTE_TOOL,
-        "gen_ai.tool.name" = tool,
-        "codemode.server" = server,
-        "network.transport" = transport,
-        "mcp.session.id" = tracing::field::Empty,
-        "jsonrpc.request.id" = tracing::field::Empty,
-        "error.type" = tracing::field::Empty,
-        "otel.status_code" = tracing::field::Empty,
-        "otel.status_description" = tracing::field::Empty,
-    )
+/// The CLIENT span of one `tools/call` to an upstream server (MCP semantic conventions), under `parent` (the nested
+/// call's span). Its attributes are built only when spans are recorded.
+fn client_span(parent: &Span, server: &str, tool: &str, transport: &'static str) -> Span {
+    use codemode_telemetry::otel::{self, attr};
+    codemode_telemetry::span::start(Parent::Span(parent), || Start {
+        name: otel::tools_call_name(tool).into(),
+        kind: SpanKind::Client,
+        attributes: vec![
+            KeyValue::new(attr::MCP_METHOD_NAME, otel::TOOLS_CALL),
+            KeyValue::new(attr::GEN_AI_OPERATION_NAME, otel::EXECUTE_TOOL),
+            KeyValue::new(attr::GEN_AI_TOOL_NAME, tool.to_owned()),
+            KeyValue::new(attr::SERVER, server.to_owned()),
+            KeyValue::new(attr::NETWORK_TRANSPORT, transport),
+        ],
+    })
 }
 
 /// Sends one `tools/call` and waits for its answer, recording the JSON-RPC request id on `span`; with `progress`,
@@ -403,7 +399,7 @@ fn client_span(server: &str, tool: &str, transport: &'static str) -> tracing::Sp
 async fn send_call(
     peer: &rmcp::Peer<RoleClient>,
     params: CallToolRequestParams,
-    span: &tracing::Span,
+    span: &Span,
     progress: Option<(&Arc<Relay>, &str, codemode_bridge::ProgressSink)>,
 ) -> Result<CallToolResult, ServiceError> {
     struct CancelOnDrop<'a>(&'a rmcp::Peer<RoleClient>, Option<rmcp::model::RequestId>);
@@ -424,7 +420,7 @@ async fn send_call(
     let request = rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
     let handle = peer.send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options()).await?;
     if !span.is_disabled() {
-        span.record("jsonrpc.request.id", handle.id.to_string().as_str());
+        span.set(codemode_telemetry::otel::attr::JSONRPC_REQUEST_ID, handle.id.to_string());
     }
     let tracked = progress.map(|(relay, server, sink)| relay.track(server, handle.progress_token.clone(), sink));
     let mut guard = CancelOnDrop(peer, Some(handle.id.clone()));
@@ -452,7 +448,7 @@ async fn send_call(
 /// Ends a CLIENT span: an error span for a failed request and for a result with `isError: true` (`tool_error`),
 /// with the redacted message; and records the request's duration.
 fn client_span_end(
-    span: &tracing::Span,
+    span: &Span,
     tool: &str,
     started: Option<std::time::Instant>,
     called: &Result<CallToolResult, ToolError>,
@@ -468,7 +464,7 @@ fn client_span_end(
         Err(e) => Some((e.code.as_str().to_owned(), e.message.clone())),
     };
     if let Some((kind, message)) = &failure {
-        codemode_telemetry::otlp::record_error(span, kind, message, redactor);
+        span.error(kind, message, redactor);
     }
     let error_type = failure.as_ref().map(|(kind, _)| kind.as_str());
     codemode_telemetry::otel::record_mcp_client(tool, error_type, started.elapsed().as_secs_f64());

@@ -18,6 +18,7 @@ use codemode_bridge::{
 use codemode_catalog::{CatalogEntry, ExecutionMode, ToolSource};
 use codemode_config::{Decision, EffectClass};
 use codemode_snapshot::AskedCall;
+use codemode_telemetry::span::Span;
 use serde_json::Value;
 
 use crate::Inner;
@@ -42,9 +43,10 @@ pub(crate) fn dispatch(
     let BridgeRequest { id, call } = request;
     let method = call.method();
     // A tool call is named for the spans of a replay, and gets its `execute_tool` span, which ends as it settles.
+    let mut span = Span::none();
     let trace = std::cell::Cell::new(crate::trace::call_name(inner, id, &call).map(|named| {
-        let span = crate::trace::call_span(parts.run_id, &named, false, None);
-        let trace = crate::trace::CallTrace::new(span, &named, &inner.redactor);
+        span = crate::trace::call_span(parts.run_id, &named, false, parts.span);
+        let trace = crate::trace::CallTrace::new(span.clone(), &named, &inner.redactor);
         parts.call_names.push(named);
         trace
     }));
@@ -59,7 +61,7 @@ pub(crate) fn dispatch(
     // A call that asks for approval always runs in a task, so its decision reaches the run (through the notices)
     // before its settlement does.
     let mut asks = false;
-    let future: std::pin::Pin<Box<dyn std::future::Future<Output = SettlementValue> + Send>> = match call {
+    let mut future: std::pin::Pin<Box<dyn std::future::Future<Output = SettlementValue> + Send>> = match call {
         BridgeCall::Yield(YieldArgs { reason }) => {
             *parts.yield_request = Some((id, reason));
             return Ok(());
@@ -104,7 +106,8 @@ pub(crate) fn dispatch(
             if !asks {
                 record_write(&mut parts, id, method, entry, &tool_args);
             }
-            let (cx, fire_abort) = call_context(&parts, id, method, None);
+            let (mut cx, fire_abort) = call_context(&parts, id, method, None);
+            cx.span = span.clone();
             let mode = entry.definition.execution_mode;
             let scope = parts.scope.clone();
             let inner = inner.clone();
@@ -220,7 +223,8 @@ pub(crate) fn dispatch(
             *parts.dispatch_started = true;
             *parts.untrusted = true;
             asks = ask.is_some();
-            let (cx, fire_abort) = call_context(&parts, id, method, Some(&server));
+            let (mut cx, fire_abort) = call_context(&parts, id, method, Some(&server));
+            cx.span = span.clone();
             let scope = parts.scope.clone();
             let inner = inner.clone();
             Box::pin(async move {
@@ -341,16 +345,7 @@ pub(crate) fn dispatch(
     };
     // A host that answers at once (a cache, a stub, an in-process tool) is settled here, without a task and the
     // thread hops it costs; anything else goes on running in a task.
-    // The span moves into the future while it is polled here, and back (or a clone, if it goes on in a task) before
-    // the call is recorded: no clone for a call that answers at once.
-    let mut trace = trace.take();
-    let span = trace.as_mut().map_or_else(tracing::Span::none, crate::trace::CallTrace::take_span);
-    let mut future = Box::pin(tracing::Instrument::instrument(future, span));
-    let put_back = |trace: &mut Option<crate::trace::CallTrace>, span: tracing::Span| {
-        if let Some(trace) = trace.as_mut() {
-            trace.put_span(span);
-        }
-    };
+    let trace = trace.take();
     let in_task = |future, trace: Option<crate::trace::CallTrace>| async move {
         let value = future.await;
         if let Some(trace) = trace {
@@ -360,7 +355,6 @@ pub(crate) fn dispatch(
     };
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     let handle = if asks {
-        put_back(&mut trace, future.span().clone());
         Some(parts.in_flight.spawn(in_task(future, trace)))
     } else {
         // A host that panics on this first poll fails the call as it would in a task, not the run.
@@ -369,22 +363,15 @@ pub(crate) fn dispatch(
                 if let Some(effect) = parts.effects.get_mut(&id) {
                     effect.status = crate::machine::effect_status(&value);
                 }
-                let mut future = std::pin::Pin::into_inner(future);
-                put_back(&mut trace, std::mem::replace(future.span_mut(), tracing::Span::none()));
+                drop(future);
                 if let Some(settled) = trace.and_then(|trace| trace.settled_later(&value)) {
                     parts.settled.push(settled);
                 }
                 parts.ready.push(Settlement { id, value });
-                // The finished future is dropped outside its span: dropping `Instrumented` would enter it again.
-                drop(future.into_inner());
                 None
             }
-            Ok(std::task::Poll::Pending) => {
-                put_back(&mut trace, future.span().clone());
-                Some(parts.in_flight.spawn(in_task(future, trace)))
-            }
+            Ok(std::task::Poll::Pending) => Some(parts.in_flight.spawn(in_task(future, trace))),
             Err(_) => {
-                put_back(&mut trace, std::mem::replace(future.span_mut(), tracing::Span::none()));
                 parts.host_failed.insert(id);
                 parts.ready.push(crate::machine::host_failure(id));
                 None

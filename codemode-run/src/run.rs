@@ -18,12 +18,12 @@ use codemode_snapshot::{
     StoreError, YieldRequest,
 };
 use codemode_telemetry::Telemetry;
+use codemode_telemetry::span::Span;
 use codemode_vm::pool::{Death, PoolConfig, WorkerPool, WorkerProcess};
 use codemode_vm::protocol::{CellLimits, HostMessage, WorkerMessage};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::{AbortHandle, JoinSet};
-use tracing::Instrument as _;
 
 use crate::activity::Recorder;
 use crate::machine::{Command, Ending, Event, NO_PARK, RunMachine, RunSetup};
@@ -51,6 +51,9 @@ impl Cell for WorkerProcess {
 /// A run as it lives between calls: its machine, plus the live worker and in-flight host work.
 pub struct LiveRun {
     run_id: String,
+    /// The span of the `exec` or `wait` driving the run, the parent of its nested calls' spans; disabled while the
+    /// run is parked, so that the span ends with its call.
+    span: Span,
     owner: RunOwner,
     /// The catalog scope whose counters and schedule the run shares.
     scope: Arc<CatalogScope>,
@@ -247,14 +250,20 @@ pub async fn exec_with(inner: Arc<Inner>, input: ExecInput, scope: RunScope, opt
     // Boxed: the run's future holds the whole driver (tens of KB), and every move of an unboxed one (into a
     // spawned task, through each caller's own future) is a memcpy of all of it: 70% of the host's instructions per
     // trivial cell before (PERFORMANCE-NOTES.md, "The per-cell path").
-    let result = Box::pin(exec_run(inner, input, scope, options)).instrument(span.clone()).await;
+    let result = Box::pin(exec_run(inner, input, scope, options, &span)).await;
     if let Some(redactor) = redactor {
         crate::trace::finish_run(&span, "exec", started, &result, &redactor);
     }
     result
 }
 
-async fn exec_run(inner: Arc<Inner>, input: ExecInput, scope: RunScope, options: RunOptions) -> CodeModeResult {
+async fn exec_run(
+    inner: Arc<Inner>,
+    input: ExecInput,
+    scope: RunScope,
+    options: RunOptions,
+    span: &Span,
+) -> CodeModeResult {
     let prepared = match codemode_source::prepare(&input.code) {
         Ok(prepared) => prepared,
         Err(e) => return input_failure(&inner, &scope, e.message),
@@ -304,6 +313,7 @@ async fn exec_run(inner: Arc<Inner>, input: ExecInput, scope: RunScope, options:
     activity.begin(&inner, &machine.source, options.activity.clone(), options.activity_in_json);
     let run = LiveRun {
         run_id,
+        span: span.clone(),
         owner: owner_of(&scope),
         scope: scope_of(&inner, &scope),
         machine,
@@ -320,7 +330,7 @@ async fn exec_run(inner: Arc<Inner>, input: ExecInput, scope: RunScope, options:
         live_place: None,
         projection: inner.projection.clone(),
     };
-    crate::trace::record_run_id(&run.run_id);
+    crate::trace::record_run_id(span, &run.run_id);
     // The run takes a place under the cap of suspended runs only when it first dispatches host work.
     finish(inner, run, None).await
 }
@@ -482,6 +492,7 @@ impl LiveRun {
 }
 
 async fn park(inner: Arc<Inner>, mut run: LiveRun, slot: Option<Slot<LiveRun>>, reason: WaitReason) -> CodeModeResult {
+    run.span = Span::none();
     let Some(slot) = slot else {
         // Only dispatched host work (a tool call, a timer, a yield) parks a run, and the first dispatch reserved.
         let message = "code mode run parked without a place among the suspended runs".to_owned();
@@ -621,10 +632,10 @@ pub async fn wait(inner: Arc<Inner>, run_id: &str, scope: RunScope) -> CodeModeR
 pub async fn wait_with(inner: Arc<Inner>, run_id: &str, scope: RunScope, options: RunOptions) -> CodeModeResult {
     let span = crate::trace::run_span("wait");
     let started = crate::trace::started(&span);
-    crate::trace::record_run_id_on(&span, run_id);
+    crate::trace::record_run_id(&span, run_id);
     let redactor = started.map(|_| inner.redactor.clone());
     // Boxed, as in `exec_with`.
-    let result = Box::pin(wait_run(inner, run_id, scope, options, &span)).instrument(span.clone()).await;
+    let result = Box::pin(wait_run(inner, run_id, scope, options, &span)).await;
     if let Some(redactor) = redactor {
         crate::trace::finish_run(&span, "wait", started, &result, &redactor);
     }
@@ -636,7 +647,7 @@ async fn wait_run(
     run_id: &str,
     scope: RunScope,
     options: RunOptions,
-    span: &tracing::Span,
+    span: &Span,
 ) -> CodeModeResult {
     let resumable = |checkpoint: &Checkpoint| resumable_under(&inner, checkpoint);
     let caller = owner_of(&scope);
@@ -686,6 +697,7 @@ async fn wait_run(
             let activity = Recorder::new(&inner, &checkpoint.run_id, checkpoint.activity.clone());
             LiveRun {
                 run_id: checkpoint.run_id.clone(),
+                span: Span::none(),
                 owner: checkpoint.owner.clone(),
                 scope: inner.scopes.get(&checkpoint.owner, &inner.catalog, restored),
                 machine,
@@ -707,6 +719,7 @@ async fn wait_run(
     };
     run.activity.begin(&inner, &run.machine.source, activity_hook, activity_in_json);
     run.kept_alive = kept_alive;
+    run.span = span.clone();
     if restored {
         // The calls in flight in the process that parked the run settle as interrupted in this cell.
         for settlement in &run.machine.ready {
@@ -1058,6 +1071,7 @@ async fn drive_commands(inner: &Arc<Inner>, run: &mut LiveRun, slot: &mut Option
                 let options = &run.approvals.options;
                 let parts = RunParts {
                     run_id: &run.run_id,
+                    span: &run.span,
                     session: run.owner.session_id.as_deref(),
                     restart_safe: run.machine.restart_safe,
                     replay_safe: &mut run.machine.replay_safe,
@@ -1231,6 +1245,8 @@ fn settled(inner: &Inner, run: &mut LiveRun, id: u32) {
 /// The parts of a run that dispatch needs.
 pub(crate) struct RunParts<'a> {
     pub(crate) run_id: &'a str,
+    /// The span of the `exec` or `wait` driving the run.
+    pub(crate) span: &'a Span,
     pub(crate) session: Option<&'a str>,
     pub(crate) restart_safe: bool,
     pub(crate) replay_safe: &'a mut bool,

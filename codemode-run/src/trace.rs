@@ -1,11 +1,11 @@
-//! The `tracing` spans and the measurements of a run: one INTERNAL `execute_tool exec` (or `wait`) span per call of
+//! The spans and the measurements of a run: one INTERNAL `execute_tool exec` (or `wait`) span per call of
 //! the engine, one INTERNAL `execute_tool <tool>` child per nested tool call (live, or delivered from the journal by
 //! a replay, then marked `codemode.replayed`), named and attributed after the OpenTelemetry GenAI conventions; and
 //! the measurements (durations, calls by status, replays), recorded through `codemode_telemetry::otel`'s metrics
 //! sink or as `tracing` events. Names are `codemode_telemetry::otel`'s. A call settled at once is recorded after
 //! its settlement was sent to the program ([`Settled`]), so that the program does not wait for that.
 //!
-//! Invariant: nothing here changes what a run does. With no subscriber interested in the `codemode` target and no
+//! Invariant: nothing here changes what a run does. With no tracer installed (`codemode_telemetry::span`) and no
 //! metrics sink installed, every span is disabled and every helper returns at its first check, so a run pays no
 //! clock read, hash or string for them. A span never carries a program's source (its SHA-256 and length only) nor an unredacted message.
 
@@ -16,54 +16,37 @@ use codemode_bridge::{BridgeCall, BridgeErrorCode, CodeModeResult, NamespaceArgs
 use codemode_config::EffectClass;
 use codemode_snapshot::{CallName, Checkpoint};
 use codemode_telemetry::Redactor;
-use codemode_telemetry::otel::{self, TARGET};
+use codemode_telemetry::otel::{self, attr};
+use codemode_telemetry::span::{KeyValue, Parent, Span, SpanKind, Start};
 use serde_json::Value;
-use tracing::Span;
-use tracing::field::Empty;
 
 use crate::Inner;
 
-/// Longest status message a span carries, in bytes.
-const MESSAGE_BYTES: usize = 512;
-
-/// The INTERNAL span of an `exec` or a `wait` (`tool`). Field values are evaluated only when the span is enabled.
+/// The INTERNAL span of an `exec` or a `wait` (`tool`), under the current span (the gateway's SERVER span of the
+/// request). Its attributes are built only when spans are recorded.
 pub(crate) fn run_span(tool: &'static str) -> Span {
-    tracing::info_span!(
-        target: TARGET,
-        "execute_tool",
-        "otel.name" = otel::execute_tool_name(tool).as_str(),
-        "otel.kind" = otel::kind::INTERNAL,
-        "gen_ai.operation.name" = otel::EXECUTE_TOOL,
-        "gen_ai.tool.name" = tool,
-        "codemode.run_id" = Empty,
-        "codemode.source.sha256" = Empty,
-        "codemode.source.length" = Empty,
-        "codemode.status" = Empty,
-        "codemode.replayed" = Empty,
-        "error.type" = Empty,
-        "otel.status_code" = Empty,
-        "otel.status_description" = Empty,
-    )
+    codemode_telemetry::span::start(Parent::Current, || Start {
+        name: otel::execute_tool_name(tool).into(),
+        kind: SpanKind::Internal,
+        attributes: vec![
+            KeyValue::new(attr::GEN_AI_OPERATION_NAME, otel::EXECUTE_TOOL),
+            KeyValue::new(attr::GEN_AI_TOOL_NAME, tool),
+        ],
+    })
 }
 
 /// Puts the program's digest and length on an `exec` span.
 pub(crate) fn record_source(span: &Span, source: &str) {
     if !span.is_disabled() {
-        span.record("codemode.source.sha256", otel::source_digest(source).as_str());
-        // An i64: the export layer exports a u64 field as a string.
-        span.record("codemode.source.length", i64::try_from(source.len()).unwrap_or(i64::MAX));
+        span.set(attr::SOURCE_SHA256, otel::source_digest(source));
+        span.set(attr::SOURCE_LENGTH, i64::try_from(source.len()).unwrap_or(i64::MAX));
     }
 }
 
-/// Puts the run id on the current span (the run's span inside `exec`).
-pub(crate) fn record_run_id(run_id: &str) {
-    record_run_id_on(&Span::current(), run_id);
-}
-
 /// Puts the run id on `span` (a `wait`'s is the client's, cut to [`otel::MAX_ATTRIBUTE_BYTES`]).
-pub(crate) fn record_run_id_on(span: &Span, run_id: &str) {
+pub(crate) fn record_run_id(span: &Span, run_id: &str) {
     if !span.is_disabled() {
-        span.record("codemode.run_id", otel::client_attribute(run_id));
+        span.set(attr::RUN_ID, otel::client_attribute(run_id).to_owned());
     }
 }
 
@@ -85,16 +68,13 @@ pub(crate) fn finish_run(
     let Some(started) = started else { return };
     let status = match result {
         CodeModeResult::Completed(_) => "completed",
-        CodeModeResult::Waiting(w) => {
-            span.record("codemode.run_id", w.run_id.as_str());
-            "waiting"
-        }
+        CodeModeResult::Waiting(_) => "waiting",
         CodeModeResult::Failed(f) => {
-            error(span, f.code.as_str(), &f.error, redactor);
+            span.error(f.code.as_str(), &f.error, redactor);
             "failed"
         }
     };
-    span.record("codemode.status", status);
+    span.set(attr::STATUS, status);
     otel::record_exec(tool, status, started.elapsed().as_secs_f64());
 }
 
@@ -103,7 +83,7 @@ pub(crate) fn replay(span: &Span) {
     if span.is_disabled() && !otel::metrics_installed() {
         return;
     }
-    span.record("codemode.replayed", true);
+    span.set(attr::REPLAYED, true);
     otel::record_replay();
 }
 
@@ -147,34 +127,22 @@ pub(crate) fn call_name(inner: &Inner, id: u32, call: &BridgeCall) -> Option<Cal
     Some(CallName { id, method, tool, server, write })
 }
 
-/// The INTERNAL span of one nested call, a child of the current span (the run's) unless `parent` is given.
-pub(crate) fn call_span(run_id: &str, call: &CallName, replayed: bool, parent: Option<&Span>) -> Span {
-    macro_rules! call_span {
-        ($($parent:tt)*) => {
-            tracing::info_span!(
-                target: TARGET,
-                $($parent)*
-                "execute_tool",
-                "otel.name" = otel::execute_tool_name(&call.tool).as_str(),
-                "otel.kind" = otel::kind::INTERNAL,
-                "gen_ai.operation.name" = otel::EXECUTE_TOOL,
-                "gen_ai.tool.name" = call.tool.as_str(),
-                "gen_ai.tool.call.id" = otel::tool_call_id(&call.method, call.id).as_str(),
-                "codemode.run_id" = run_id,
-                "codemode.server" = call.server.as_deref(),
-                "codemode.replayed" = replayed,
-                "codemode.status" = Empty,
-                "codemode.effect_status" = Empty,
-                "error.type" = Empty,
-                "otel.status_code" = Empty,
-                "otel.status_description" = Empty,
-            )
-        };
-    }
-    match parent {
-        Some(parent) => call_span!(parent: parent,),
-        None => call_span!(),
-    }
+/// The INTERNAL span of one nested call, a child of `parent` (the span of the `exec` or `wait` driving the run).
+pub(crate) fn call_span(run_id: &str, call: &CallName, replayed: bool, parent: &Span) -> Span {
+    codemode_telemetry::span::start(Parent::Span(parent), || {
+        let mut attributes = Vec::with_capacity(7);
+        attributes.extend([
+            KeyValue::new(attr::GEN_AI_OPERATION_NAME, otel::EXECUTE_TOOL),
+            KeyValue::new(attr::GEN_AI_TOOL_NAME, call.tool.clone()),
+            KeyValue::new(attr::GEN_AI_TOOL_CALL_ID, otel::tool_call_id(&call.method, call.id)),
+            KeyValue::new(attr::RUN_ID, run_id.to_owned()),
+            KeyValue::new(attr::REPLAYED, replayed),
+        ]);
+        if let Some(server) = &call.server {
+            attributes.push(KeyValue::new(attr::SERVER, server.clone()));
+        }
+        Start { name: otel::execute_tool_name(&call.tool).into(), kind: SpanKind::Internal, attributes }
+    })
 }
 
 /// Records how a nested call settled on its span: `ok`, or an error span for a refused or failed call and for a
@@ -223,25 +191,13 @@ impl Outcome {
 /// Records `outcome` on the span of a call of `tool` and in the call metrics.
 fn record(span: &Span, tool: &str, outcome: Outcome, replayed: bool, seconds: Option<f64>, redactor: &Redactor) {
     if let Some((kind, message)) = &outcome.error {
-        error(span, kind, message, redactor);
+        span.error(kind, message, redactor);
     }
-    span.record("codemode.status", outcome.status);
+    span.set(attr::STATUS, outcome.status);
     if let Some(effect) = outcome.effect {
-        span.record("codemode.effect_status", effect);
+        span.set(attr::EFFECT_STATUS, effect);
     }
     otel::record_call(tool, outcome.status, replayed, seconds);
-}
-
-/// Records an error on a span: `error.type`, the ERROR status and the message, redacted with the engine's
-/// `redactor` (token shapes, registered secrets, configured patterns) and capped.
-fn error(span: &Span, kind: &str, message: &str, redactor: &Redactor) {
-    if span.is_disabled() {
-        return;
-    }
-    span.record("error.type", kind);
-    span.record("otel.status_code", "ERROR");
-    let redacted = redactor.redact(message).into_owned();
-    span.record("otel.status_description", crate::dispatch::cut(redacted, MESSAGE_BYTES).as_str());
 }
 
 /// The text of an MCP tool result with `isError: true` (its first text block, or a fixed note), else `None`.
@@ -278,17 +234,6 @@ impl CallTrace {
         let started = started(&span);
         let call = started.map(|_| (Traced { tool: call.tool.clone(), write: call.write }, redactor.clone()));
         CallTrace { span, call, started }
-    }
-
-    /// Takes the span out, to instrument the call's future with; [`CallTrace::put_span`] puts it (or a clone)
-    /// back before the call is recorded.
-    pub(crate) fn take_span(&mut self) -> Span {
-        std::mem::replace(&mut self.span, Span::none())
-    }
-
-    /// Puts back the span [`CallTrace::take_span`] took.
-    pub(crate) fn put_span(&mut self, span: Span) {
-        self.span = span;
     }
 
     /// The call settled with `value`.
@@ -339,15 +284,14 @@ impl Drop for Settled {
 impl Drop for CallTrace {
     fn drop(&mut self) {
         if let Some((call, redactor)) = self.call.take() {
-            error(
-                &self.span,
+            self.span.error(
                 "aborted",
                 "the call was cancelled before it answered: its run ended (timeout, abort or cancellation)",
                 &redactor,
             );
-            self.span.record("codemode.status", "error");
+            self.span.set(attr::STATUS, "error");
             if call.write {
-                self.span.record("codemode.effect_status", "uncertain");
+                self.span.set(attr::EFFECT_STATUS, "uncertain");
             }
         }
     }
@@ -362,7 +306,7 @@ pub(crate) fn replayed_calls(parent: &Span, checkpoint: &Checkpoint, redactor: &
     for round in &checkpoint.journal.rounds {
         for settlement in &round.settlements {
             let Some(call) = checkpoint.call_names.iter().find(|c| c.id == settlement.id) else { continue };
-            let span = call_span(&checkpoint.run_id, call, true, Some(parent));
+            let span = call_span(&checkpoint.run_id, call, true, parent);
             settled(&span, call, &settlement.value, true, None, redactor);
         }
     }

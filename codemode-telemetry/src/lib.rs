@@ -1,7 +1,8 @@
 //! Telemetry carried by every code mode result (catalog size and sources, cumulative counters, the counter scope
 //! and the visible control tools), the activity record of a run's nested calls ([`activity`]), the redaction of
-//! everything recorded for people ([`redact`]), the names of spans and metrics ([`otel`]) and, with the `otlp`
-//! feature, a process's OpenTelemetry export over OTLP (`otlp`).
+//! everything recorded for people ([`redact`]), the names of spans and metrics ([`otel`]), the spans themselves,
+//! recorded straight into an OpenTelemetry tracer ([`span`]) and, with the `otlp` feature, a process's OpenTelemetry
+//! export over OTLP (`otlp`).
 //!
 //! The telemetry and activity types are pure data with serde shapes that match the seed (`camelCase`); redaction
 //! only masks copies of text, never what runs.
@@ -11,6 +12,7 @@ pub mod otel;
 #[cfg(feature = "otlp")]
 pub mod otlp;
 pub mod redact;
+pub mod span;
 
 use serde::{Deserialize, Serialize};
 

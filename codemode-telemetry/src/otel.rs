@@ -1,9 +1,9 @@
-//! The names of the spans, attributes and metrics code mode records through `tracing`, after the OpenTelemetry
-//! GenAI and MCP semantic conventions (`execute_tool {gen_ai.tool.name}`, `tools/call {name}`), plus the
+//! The names of the spans, attributes and metrics code mode records, after the OpenTelemetry GenAI and MCP semantic
+//! conventions (`execute_tool {gen_ai.tool.name}`, `tools/call {name}`), plus the
 //! `codemode.*` attributes of its own, and the digest that stands in for a program's source on a span.
 //!
-//! It holds names, pure helpers and where the metrics go: which subscriber (if any) receives the spans and where
-//! spans and metrics are exported is the binary's business. A process that exports installs a [`Metrics`] sink
+//! It holds names, pure helpers and where the metrics go: which tracer (if any) records the spans
+//! ([`crate::span`]) and where spans and metrics are exported is the embedding program's business. A process that exports installs a [`Metrics`] sink
 //! (the `codemode` binary's records straight into OpenTelemetry instruments); without one each measurement is a
 //! `tracing` event for tracing-opentelemetry's metrics layer, disabled at its call site when nobody listens.
 //! Invariant: the source of a program never appears on a span, only [`source_digest`] and its length.
@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use sha2::{Digest, Sha256};
 
-/// The `tracing` target every code mode span and metric event uses, so a subscriber can select them (and leave out
-/// the spans of libraries underneath, such as rmcp's).
+/// The `tracing` target of the metric events recorded when no [`Metrics`] sink is installed, so a subscriber can
+/// select them.
 pub const TARGET: &str = "codemode";
 
 /// `gen_ai.operation.name` of tool execution spans.
@@ -41,16 +41,6 @@ pub fn client_attribute(value: &str) -> &str {
         end -= 1;
     }
     &value[..end]
-}
-
-/// `otel.kind` values (tracing-opentelemetry's special fields).
-pub mod kind {
-    /// A span for a request this process received.
-    pub const SERVER: &str = "server";
-    /// A span for work inside this process.
-    pub const INTERNAL: &str = "internal";
-    /// A span for a request this process sent.
-    pub const CLIENT: &str = "client";
 }
 
 /// Attribute keys.

@@ -1,19 +1,17 @@
 //! Process-level OpenTelemetry export (the `otlp` feature): when an OTLP endpoint is configured (the standard
 //! `OTEL_EXPORTER_OTLP_*` variables, or a base URL from the caller's configuration, such as the gateway's
-//! `[telemetry] otlp_endpoint`), the `codemode` spans go through `tracing_subscriber`'s registry and
-//! tracing-opentelemetry's layer to the SDK's tracer and batch span processor, the measurements straight into the
-//! SDK's instruments (the [`crate::otel`] metrics sink) and its periodic metric reader, and out over OTLP
-//! http/protobuf; [`Telemetry::shutdown`] flushes both when the process ends. It also holds the W3C trace-context
-//! helpers a server uses to continue a client's trace and hand its own to the servers it calls (`params._meta`).
+//! `[telemetry] otlp_endpoint`), the `codemode` spans ([`crate::span`]) go straight to the SDK's tracer and batch
+//! span processor, the measurements straight into the SDK's instruments (the [`crate::otel`] metrics sink) and its
+//! periodic metric reader, and out over OTLP http/protobuf; [`Telemetry::shutdown`] flushes both when the process
+//! ends. It also holds the W3C trace-context helpers a server uses to continue a client's trace and hand its own to
+//! the servers it calls (`params._meta`).
 //!
-//! Invariant: with no endpoint nothing is installed (no subscriber, no processor, no metrics sink, no thread), so
-//! every `codemode` span and metric event is disabled at its call site. Only spans of the `codemode` target (and
-//! targets under it) are enabled, never the spans of libraries underneath (rmcp's) and never an event, and none
-//! while export is paused.
+//! Invariant: with no endpoint nothing is installed (no tracer, no processor, no metrics sink, no thread), so every
+//! `codemode` span and metric event is disabled at its call site; the spans of libraries underneath (rmcp's `tracing`
+//! spans) are never exported, and no span is recorded while export is paused.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{BoundCounter, BoundHistogram, Counter, Histogram};
@@ -23,8 +21,8 @@ use opentelemetry_otlp::WithExportConfig as _;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{BatchSpanProcessor, SdkTracerProvider};
-use tracing_opentelemetry::OpenTelemetrySpanExt as _;
-use tracing_subscriber::layer::SubscriberExt as _;
+
+use crate::span::{Context, Span};
 
 /// The generic OTLP endpoint variable (`/v1/traces` and `/v1/metrics` are appended).
 pub const ENDPOINT_VAR: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
@@ -84,7 +82,6 @@ impl ExportConfig {
 #[derive(Default)]
 pub struct Telemetry {
     spans: Option<SdkTracerProvider>,
-    pause: Option<Pause>,
     meter: Option<SdkMeterProvider>,
 }
 
@@ -110,7 +107,7 @@ impl Telemetry {
     ///
     /// # Errors
     ///
-    /// An endpoint that is not a URL, or a global subscriber that is already set.
+    /// An endpoint that is not a URL, or a tracer that is already set ([`crate::span::set_tracer`]).
     pub fn install(config: &ExportConfig) -> Result<Telemetry, TelemetryError> {
         if !config.enabled() {
             return Ok(Telemetry::default());
@@ -140,11 +137,10 @@ impl Telemetry {
                 .with_span_processor(BatchSpanProcessor::builder(Background(exporter)).build())
                 .with_resource(resource.clone())
                 .build();
-            let pause = Pause::default();
-            tracing::subscriber::set_global_default(subscriber(&provider, pause.clone()))
-                .map_err(|e| TelemetryError(e.to_string()))?;
+            if !crate::span::set_tracer(provider.tracer("codemode")) {
+                return Err(TelemetryError("a tracer is already installed in this process".to_owned()));
+            }
             opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
-            telemetry.pause = Some(pause);
             telemetry.spans = Some(provider);
         }
         if config.metrics {
@@ -180,8 +176,8 @@ impl Telemetry {
     /// measurement reaches the metrics sink, as in a process without export; what was recorded before is still
     /// exported. The telemetry benches compare the two states in one process with it.
     pub fn pause(&self, paused: bool) {
-        if let Some(pause) = &self.pause {
-            pause.set(paused);
+        if self.spans.is_some() {
+            crate::span::pause(paused);
         }
         crate::otel::pause(paused);
     }
@@ -200,37 +196,6 @@ impl Telemetry {
             eprintln!("codemode: exporting the last metrics failed: {e}");
         }
     }
-}
-
-/// Pauses and resumes span export: while paused, every `codemode` callsite is disabled, as without a subscriber.
-#[derive(Clone, Debug, Default)]
-struct Pause(Arc<AtomicBool>);
-
-impl Pause {
-    fn set(&self, paused: bool) {
-        self.0.store(paused, Ordering::Relaxed);
-        // Callsites cache whether they are enabled; they ask the filter again.
-        tracing::callsite::rebuild_interest_cache();
-    }
-}
-
-/// The process's subscriber: `tracing_subscriber`'s registry, a filter that enables only `codemode` spans (none
-/// while paused), and tracing-opentelemetry's layer handing them to `provider`'s tracer. The layer adds no code
-/// location, thread, level or target attributes, keeps no busy/idle timings and does not make a span's OpenTelemetry
-/// context current when it is entered: a span's attributes are the fields its call site names.
-fn subscriber(provider: &SdkTracerProvider, pause: Pause) -> impl tracing::Subscriber + Send + Sync {
-    let filter = tracing_subscriber::filter::filter_fn(move |metadata| {
-        metadata.is_span() && metadata.target().starts_with(crate::otel::TARGET) && !pause.0.load(Ordering::Relaxed)
-    });
-    let layer = tracing_opentelemetry::layer()
-        .with_tracer(provider.tracer("codemode"))
-        .with_location(false)
-        .with_threads(false)
-        .with_level(false)
-        .with_target(false)
-        .with_tracked_inactivity(false)
-        .with_context_activation(false);
-    tracing_subscriber::registry().with(filter).with(layer)
 }
 
 /// A span exporter whose batches are converted and encoded at a lower scheduling priority (nice 10): the batch
@@ -283,12 +248,12 @@ fn resource() -> opentelemetry_sdk::Resource {
     if named { builder.build() } else { builder.with_service_name(DEFAULT_SERVICE_NAME).build() }
 }
 
-/// Makes `span` continue the trace whose W3C `traceparent` (and `tracestate`) a request carried. A missing or
-/// malformed `traceparent` leaves the span where it is (a new trace, or under the current span).
-pub fn continue_trace(span: &tracing::Span, traceparent: Option<&str>, tracestate: Option<&str>) {
-    let Some(traceparent) = traceparent else { return };
-    if span.is_disabled() {
-        return;
+/// The remote parent a request's W3C `traceparent` (and `tracestate`) names, for [`crate::span::Parent::Remote`];
+/// `None` when there is none or it is malformed (the span then starts under the current span, or a new trace).
+pub fn remote_parent(traceparent: Option<&str>, tracestate: Option<&str>) -> Option<Context> {
+    let traceparent = traceparent?;
+    if !crate::span::enabled() {
+        return None;
     }
     let mut carrier = HashMap::new();
     carrier.insert("traceparent".to_owned(), traceparent.to_owned());
@@ -296,44 +261,20 @@ pub fn continue_trace(span: &tracing::Span, traceparent: Option<&str>, tracestat
         carrier.insert("tracestate".to_owned(), state.to_owned());
     }
     let cx = TraceContextPropagator::new().extract(&Carrier(&mut carrier));
-    if cx.span().span_context().is_valid() {
-        // Only a span the export layer records can take a parent; any other is not exported anyway.
-        let _ = span.set_parent(cx);
-    }
+    cx.span().span_context().is_valid().then_some(cx)
 }
 
 /// The W3C `traceparent` and `tracestate` of `span`, to hand to the server a request goes to; `None` when the span
-/// is not exported.
-pub fn trace_headers(span: &tracing::Span) -> Option<(String, Option<String>)> {
-    if span.is_disabled() {
-        return None;
-    }
-    let cx = span.context();
+/// is disabled.
+pub fn trace_headers(span: &Span) -> Option<(String, Option<String>)> {
+    let cx = span.context()?;
     if !cx.span().span_context().is_valid() {
         return None;
     }
     let mut carrier = HashMap::new();
-    TraceContextPropagator::new().inject_context(&cx, &mut Carrier(&mut carrier));
+    TraceContextPropagator::new().inject_context(cx, &mut Carrier(&mut carrier));
     let parent = carrier.remove("traceparent")?;
     Some((parent, carrier.remove("tracestate").filter(|s| !s.is_empty())))
-}
-
-/// Longest status message a span carries, in bytes.
-const MESSAGE_BYTES: usize = 512;
-
-/// Records an error on `span`: `error.type`, the ERROR status and the message, redacted with `redactor` and capped.
-pub fn record_error(span: &tracing::Span, kind: &str, message: &str, redactor: &crate::Redactor) {
-    if span.is_disabled() {
-        return;
-    }
-    span.record("error.type", kind);
-    span.record("otel.status_code", "ERROR");
-    let redacted = redactor.redact(message);
-    let mut end = redacted.len().min(MESSAGE_BYTES);
-    while !redacted.is_char_boundary(end) {
-        end -= 1;
-    }
-    span.record("otel.status_description", &redacted[..end]);
 }
 
 struct Carrier<'a>(&'a mut HashMap<String, String>);
@@ -552,6 +493,7 @@ pub fn observe_engine(stats: impl Fn() -> Option<EngineGauges> + Send + Sync + '
 mod tests {
     use super::*;
 
+    use crate::span::{Parent, Start, start};
     use opentelemetry::Value;
     use opentelemetry::trace::{SpanId, SpanKind, Status};
     use opentelemetry_sdk::trace::{InMemorySpanExporter, Sampler, SpanData};
@@ -559,60 +501,89 @@ mod tests {
     /// A client's trace: trace id, parent span id, sampled.
     const TRACEPARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
 
-    /// Runs `f` under the export subscriber (sampling with `sampler`, paused if `paused`) and returns the spans it
-    /// exported, in the order they ended.
+    /// Runs `f` with spans recorded by a tracer sampling with `sampler` (paused if `paused`) and returns the spans
+    /// it exported, in the order they ended. The process's tracer is installed once, by the first test that asks;
+    /// each test's spans go to that test's exporter, chosen by a thread-local.
     fn exported(sampler: Sampler, paused: bool, f: impl FnOnce()) -> Vec<SpanData> {
         let exporter = InMemorySpanExporter::default();
         let provider =
             SdkTracerProvider::builder().with_simple_exporter(exporter.clone()).with_sampler(sampler).build();
-        let pause = Pause::default();
-        pause.0.store(paused, Ordering::Relaxed);
-        tracing::subscriber::with_default(subscriber(&provider, pause), f);
+        TEST_TRACER.with(|t| *t.borrow_mut() = Some(provider.tracer("codemode")));
+        let _ = crate::span::set_tracer(ThreadTracer);
+        // Tests run on threads of their own: pausing is per process, so a paused test waits for no other.
+        let _serial = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        crate::span::pause(paused);
+        f();
+        crate::span::pause(false);
+        TEST_TRACER.with(|t| t.borrow_mut().take());
         provider.force_flush().expect("flush");
         exporter.get_finished_spans().expect("spans")
+    }
+
+    static SERIAL: Mutex<()> = Mutex::new(());
+
+    thread_local! {
+        static TEST_TRACER: std::cell::RefCell<Option<opentelemetry_sdk::trace::SdkTracer>> =
+            const { std::cell::RefCell::new(None) };
+    }
+
+    /// The process's tracer in these tests: the calling test's own.
+    struct ThreadTracer;
+
+    impl crate::span::Tracer for ThreadTracer {
+        fn start(&self, builder: opentelemetry::trace::SpanBuilder, parent: &Context) -> Context {
+            use opentelemetry::trace::Tracer as _;
+            TEST_TRACER.with(|t| {
+                let tracer = t.borrow().clone().expect("a test's tracer");
+                parent.with_span(tracer.build_with_context(builder, parent))
+            })
+        }
     }
 
     fn attribute<'a>(span: &'a SpanData, key: &str) -> Option<&'a Value> {
         span.attributes.iter().find(|kv| kv.key.as_str() == key).map(|kv| &kv.value)
     }
 
+    fn internal(name: &str) -> Start {
+        Start { name: name.to_owned().into(), kind: SpanKind::Internal, attributes: Vec::new() }
+    }
+
     #[test]
     fn trace_context_round_trips_through_a_span_only_when_exported() {
-        // No subscriber here: spans are disabled and nothing is injected.
-        let span = tracing::info_span!(target: "codemode", "x");
-        assert!(trace_headers(&span).is_none());
-        continue_trace(&span, Some(TRACEPARENT), None);
+        assert!(trace_headers(&Span::none()).is_none());
     }
 
     #[test]
     fn spans_keep_their_tree_names_kinds_attributes_and_status() {
         let spans = exported(Sampler::ParentBased(Box::new(Sampler::AlwaysOn)), false, || {
-            let run = tracing::info_span!(target: "codemode", "execute_tool", "otel.name" = "execute_tool exec", "otel.kind" = "internal");
-            let call = tracing::info_span!(
-                target: "codemode",
-                parent: &run,
-                "execute_tool",
-                "otel.name" = "execute_tool echo",
-                "gen_ai.tool.name" = "echo",
-                "codemode.replayed" = false,
-                "jsonrpc.request.id" = 7_i64,
-                "codemode.status" = tracing::field::Empty,
-                "otel.status_code" = tracing::field::Empty,
-                "otel.status_description" = tracing::field::Empty,
-            );
-            call.record("codemode.status", "error");
-            call.record("otel.status_code", "ERROR");
-            call.record("otel.status_description", "boom");
+            let run = start(Parent::Current, || internal("execute_tool exec"));
+            let call = start(Parent::Span(&run), || Start {
+                name: "execute_tool echo".into(),
+                kind: SpanKind::Internal,
+                attributes: vec![
+                    KeyValue::new("gen_ai.tool.name", "echo"),
+                    KeyValue::new("codemode.replayed", false),
+                    KeyValue::new("jsonrpc.request.id", 7_i64),
+                ],
+            });
+            call.set("codemode.status", "error");
+            call.error("tool_error", "boom", &crate::Redactor::default());
             drop(call);
-            let server = tracing::info_span!(target: "codemode", parent: None, "tools/call", "otel.kind" = "server");
+            let server = start(Parent::Remote(None), || Start {
+                name: "tools/call".into(),
+                kind: SpanKind::Server,
+                attributes: Vec::new(),
+            });
             drop(server);
-            // Not the `codemode` target: never recorded.
-            let _rmcp = tracing::info_span!(target: "rmcp", "serve");
+            // Under the run while it instruments a future: the current span.
+            let nested = run.instrument(async { start(Parent::Current, || internal("execute_tool nested")) });
+            drop(futures_lite(nested));
         });
         let names: Vec<&str> = spans.iter().map(|s| s.name.as_ref()).collect();
-        assert_eq!(names, ["execute_tool echo", "tools/call", "execute_tool exec"]);
-        let (call, server, run) = (&spans[0], &spans[1], &spans[2]);
+        assert_eq!(names, ["execute_tool echo", "tools/call", "execute_tool nested", "execute_tool exec"]);
+        let (call, server, nested, run) = (&spans[0], &spans[1], &spans[2], &spans[3]);
         assert_eq!(call.parent_span_id, run.span_context.span_id());
+        assert_eq!(nested.parent_span_id, run.span_context.span_id());
         assert_eq!(call.span_context.trace_id(), run.span_context.trace_id());
         assert_eq!(run.parent_span_id, SpanId::INVALID);
         assert_ne!(server.span_context.trace_id(), run.span_context.trace_id(), "a root starts a trace");
@@ -621,20 +592,36 @@ mod tests {
         assert_eq!(attribute(call, "codemode.replayed"), Some(&Value::Bool(false)));
         assert_eq!(attribute(call, "jsonrpc.request.id"), Some(&Value::I64(7)));
         assert_eq!(attribute(call, "codemode.status"), Some(&Value::from("error")));
-        assert!(call.attributes.iter().all(|kv| !kv.key.as_str().starts_with("otel.")), "{:?}", call.attributes);
-        assert!(call.attributes.iter().all(|kv| !kv.key.as_str().starts_with("code.")), "no code location");
+        assert_eq!(attribute(call, "error.type"), Some(&Value::from("tool_error")));
         assert_eq!(call.status, Status::error("boom"));
         assert_eq!(run.status, Status::Unset);
         assert!(call.start_time <= call.end_time && run.start_time <= call.start_time);
+    }
+
+    /// Polls `future` to its end on this thread (it must not wait).
+    fn futures_lite<F: std::future::Future>(future: F) -> F::Output {
+        let mut future = std::pin::pin!(future);
+        match future.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
+            std::task::Poll::Ready(value) => value,
+            std::task::Poll::Pending => panic!("the future waits"),
+        }
     }
 
     #[test]
     fn a_span_continues_a_remote_trace_and_hands_its_own_context_on() {
         let mut handed = None;
         let spans = exported(Sampler::ParentBased(Box::new(Sampler::AlwaysOn)), false, || {
-            let server = tracing::info_span!(target: "codemode", "tools/call", "otel.kind" = "server");
-            continue_trace(&server, Some(TRACEPARENT), Some("vendor=x"));
-            let client = tracing::info_span!(target: "codemode", parent: &server, "tools/call", "otel.kind" = "client");
+            let remote = remote_parent(Some(TRACEPARENT), Some("vendor=x"));
+            let server = start(Parent::Remote(remote), || Start {
+                name: "tools/call".into(),
+                kind: SpanKind::Server,
+                attributes: Vec::new(),
+            });
+            let client = start(Parent::Span(&server), || Start {
+                name: "tools/call".into(),
+                kind: SpanKind::Client,
+                attributes: Vec::new(),
+            });
             handed = trace_headers(&client);
         });
         let (client, server) = (&spans[0], &spans[1]);
@@ -653,9 +640,9 @@ mod tests {
     fn unsampled_traces_are_not_exported_but_still_propagate() {
         let mut handed = None;
         let spans = exported(Sampler::ParentBased(Box::new(Sampler::AlwaysOn)), false, || {
-            let server = tracing::info_span!(target: "codemode", "tools/call");
-            continue_trace(&server, Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"), None);
-            let child = tracing::info_span!(target: "codemode", parent: &server, "execute_tool");
+            let remote = remote_parent(Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"), None);
+            let server = start(Parent::Remote(remote), || internal("tools/call"));
+            let child = start(Parent::Span(&server), || internal("execute_tool"));
             handed = trace_headers(&child);
         });
         assert!(spans.is_empty(), "{spans:?}");
@@ -664,9 +651,9 @@ mod tests {
     }
 
     #[test]
-    fn a_paused_subscriber_records_no_span() {
+    fn a_paused_tracer_records_no_span() {
         let spans = exported(Sampler::AlwaysOn, true, || {
-            let span = tracing::info_span!(target: "codemode", "paused");
+            let span = start(Parent::Current, || internal("paused"));
             assert!(span.is_disabled());
             assert!(trace_headers(&span).is_none());
         });
