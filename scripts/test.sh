@@ -14,6 +14,12 @@ if [ ! -x target/py/bin/python ]; then
   python3 -m venv target/py
 fi
 target/py/bin/pip install --quiet --disable-pip-version-check -r codemode-cli/tests/py/requirements.txt
+# valgrind, whose callgrind counts the host's instructions for the gate .ci/run runs after this script
+# (`cargo xtask perf`), from the package manager when missing.
+if ! command -v valgrind >/dev/null; then
+  sudo=$([ "$(id -u)" = 0 ] || echo sudo)
+  $sudo apt-get install -y --no-install-recommends valgrind || { $sudo apt-get update && $sudo apt-get install -y --no-install-recommends valgrind; }
+fi
 cargo build --workspace --bins
 # The embedding examples (outside the workspace, sharing its target folder) are built here, before the tests, so
 # that their tests only run them and the corpus's time limits never compete with a compiler.

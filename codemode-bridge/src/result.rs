@@ -462,7 +462,7 @@ impl CodeModeResult {
 
     /// What the run's nested calls did during this `exec` or `wait`: each call's ids, tool, timing, status, effect
     /// and redacted previews, replayed calls marked. `None` for a call that ran no program (refused input, an
-    /// unknown run).
+    /// unknown run), and for a cell nobody asked to record (see `CodeModeBuilder::keep_activity`).
     pub fn activity(&self) -> Option<&Activity> {
         match self {
             CodeModeResult::Completed(c) => c.activity.as_deref(),

@@ -3,8 +3,10 @@
 //! and finish, marks the calls a resume by replay delivers again, and hands each `exec`/`wait` result its
 //! [`Activity`].
 //!
-//! It holds no clock and runs no call: the driver tells it the time. Invariant: everything it stores or sends has
-//! passed the engine's redactor; a finished call is kept once in the run's log (a replay adds marked copies to the
+//! It holds no clock and runs no call: the driver tells it the time. It records only a cell someone reads: when the
+//! engine keeps every run's activity ([`ActivityConfig::keep`]) or has a hook, or the cell's call brings a hook or
+//! wants the activity in its result's JSON; any other cell costs it one check per call. Invariant: everything it
+//! stores or sends has passed the engine's redactor; a finished call is kept once in the run's log (a replay adds marked copies to the
 //! result, never to the log); starts and progress are only sent, never kept.
 
 use std::collections::BTreeMap;
@@ -29,11 +31,18 @@ pub struct ActivityConfig {
     pub limits: ActivityLimits,
     /// Receives every run's activity events (besides the hook of each `exec`/`wait`).
     pub hook: Option<ActivityHook>,
+    /// Every run keeps its activity, for its results (`CodeModeResult::activity`) and its checkpoint, whether or not
+    /// a call asks for it.
+    pub keep: bool,
 }
 
 impl std::fmt::Debug for ActivityConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ActivityConfig").field("limits", &self.limits).field("hook", &self.hook.is_some()).finish()
+        f.debug_struct("ActivityConfig")
+            .field("limits", &self.limits)
+            .field("hook", &self.hook.is_some())
+            .field("keep", &self.keep)
+            .finish()
     }
 }
 
@@ -55,6 +64,8 @@ pub(crate) struct Recorder {
     hook: Arc<std::sync::RwLock<Option<ActivityHook>>>,
     redactor: Arc<Redactor>,
     limits: ActivityLimits,
+    /// Whether the current cell is recorded (someone reads it).
+    recording: bool,
 }
 
 impl Recorder {
@@ -73,16 +84,19 @@ impl Recorder {
             hook: Arc::default(),
             redactor: inner.redactor.clone(),
             limits: inner.activity.limits,
+            recording: false,
         }
     }
 
     /// Begins the next cell of the run (the `exec`, or a `wait`): its activity starts empty, shows `source`
-    /// redacted, goes into the result's JSON when `in_json`, and streams to the engine's hook and `hook`.
+    /// redacted, goes into the result's JSON when `in_json`, and streams to the engine's hook and `hook`. Nobody
+    /// reading it (no hook, not in the JSON, the engine keeping none), the cell records nothing.
     pub(crate) fn begin(&mut self, inner: &Inner, source: &str, hook: Option<ActivityHook>, in_json: bool) {
         self.log.cell += 1;
         self.cell = Activity::new(&self.run_id, self.log.cell);
         self.cell.in_json = in_json;
-        if self.limits.source_bytes > 0 {
+        self.recording = inner.activity.keep || inner.activity.hook.is_some() || hook.is_some() || in_json;
+        if self.recording && self.limits.source_bytes > 0 {
             let shown = codemode_source::redact_source(source, &self.redactor);
             self.cell.source = codemode_telemetry::redact::cut(shown, self.limits.source_bytes);
         }
@@ -103,7 +117,7 @@ impl Recorder {
     /// Records that `request` reached the host at `now_ms`, if it is a nested tool call (a catalog tool or an MCP
     /// call); other requests (search, timers, the session store) are not activity.
     pub(crate) fn started(&mut self, inner: &Inner, request: &BridgeRequest, now_ms: u64) {
-        if self.open.contains_key(&request.id) {
+        if !self.recording || self.open.contains_key(&request.id) {
             // A call that waited for an approval is dispatched again by the resume: it is the same call.
             return;
         }
@@ -194,6 +208,9 @@ impl Recorder {
     /// A cell is starting by replay of `journal`: every kept call whose settlement it delivers again is added to
     /// the cell's activity as replayed, and sent as a replayed start and finish. The log is not touched.
     pub(crate) fn replaying(&mut self, journal: &Journal) {
+        if !self.recording {
+            return;
+        }
         // The kept records by request id, looked up once per settlement (a scan of the log per settlement made a
         // replay of n calls cost n times the log).
         let mut kept = std::collections::HashMap::with_capacity(self.log.calls.len());
@@ -256,10 +273,11 @@ impl Recorder {
         log
     }
 
-    /// The current cell's activity, for its result.
-    pub(crate) fn take(&mut self) -> Activity {
+    /// The current cell's activity, for its result; `None` when the cell was not recorded.
+    pub(crate) fn take(&mut self) -> Option<Activity> {
         let next = Activity::new(&self.run_id, self.log.cell);
-        std::mem::replace(&mut self.cell, next)
+        let cell = std::mem::replace(&mut self.cell, next);
+        self.recording.then_some(cell)
     }
 }
 

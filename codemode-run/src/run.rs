@@ -357,7 +357,7 @@ async fn finish(inner: Arc<Inner>, mut run: LiveRun, mut slot: Option<Slot<LiveR
 /// under the idempotency key of the `exec` that started it.
 async fn ended(inner: &Inner, run: &mut LiveRun, mut result: CodeModeResult) -> CodeModeResult {
     run.activity.cancel_open(inner.clock.now_ms());
-    result.set_activity(Some(run.activity.take()));
+    result.set_activity(run.activity.take());
     inner.results.flush().await;
     if let Some(key) = &run.idempotency {
         let value = serde_json::to_value(&result).expect("results always serialize");
@@ -501,7 +501,7 @@ async fn park(inner: Arc<Inner>, mut run: LiveRun, slot: Option<Slot<LiveRun>>, 
         return result;
     };
     let mut checkpoint = checkpoint_of(&inner, &run, reason);
-    let activity = Some(Box::new(run.activity.take()));
+    let activity = run.activity.take().map(Box::new);
     let machine = &mut run.machine;
     let pending_approvals = machine.asked.values().map(|a| a.approval.clone()).collect();
     checkpoint.call_counts = machine.call_counts;

@@ -161,6 +161,16 @@ impl CodeModeBuilder {
         self
     }
 
+    /// Every run keeps its activity, whether or not a call asks for it: each result carries it
+    /// ([`CodeModeResult::activity`]) and a parked run's checkpoint keeps its log (default: off; a cell's activity
+    /// is recorded only when the engine has a hook ([`on_activity`](Self::on_activity)) or its `exec`/`wait` brings
+    /// one or wants it in the result's JSON ([`ExecOptions::on_activity`], [`ExecOptions::activity_in_result`]), so
+    /// that a run nobody watches pays nothing for redacted previews).
+    pub fn keep_activity(mut self, yes: bool) -> Self {
+        self.activity.keep = yes;
+        self
+    }
+
     /// The bounds of each run's activity (default: 256 calls, 256 KiB, 512-byte previews, 16 KiB of source).
     pub fn activity_limits(mut self, limits: ActivityLimits) -> Self {
         self.activity.limits = limits;

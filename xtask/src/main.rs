@@ -3,7 +3,8 @@
 //! that every declared dependency is named in the crate's code and that ARCHITECTURE.md's "may depend on" column
 //! matches the manifests (`deps`); `cargo xtask bench-medians` prints the median of every criterion
 //! benchmark measured so far (criterion's summary line shows the mean, the README reports medians);
-//! `cargo xtask snapshots <references>` fails on an insta snapshot file no test referenced (`.ci/run` runs the tests
+//! `cargo xtask perf [kind ...]` counts the host's instructions per unit of work under callgrind and fails on a kind
+//! more than 3% above its committed baseline (`perf`); `cargo xtask snapshots <references>` fails on an insta snapshot file no test referenced (`.ci/run` runs the tests
 //! with `INSTA_SNAPSHOT_REFERENCES_FILE`, which insta appends every snapshot file an assertion reads to).
 //!
 //! The same check runs as a `#[test]`, so a plain `cargo test` enforces it. It reads `cargo metadata`; it never
@@ -16,6 +17,7 @@ use std::process::Command;
 use anyhow::{Context, bail};
 
 mod deps;
+mod perf;
 
 /// The layer of every workspace crate; a normal dependency may only point to a lower layer.
 const LAYERS: &[(&str, u32)] = &[
@@ -59,6 +61,7 @@ fn main() -> anyhow::Result<()> {
                 bail!("{} tidy problem(s)", problems.len())
             }
         }
+        "perf" => perf::run(&workspace_root(), &std::env::args().skip(2).collect::<Vec<_>>()),
         "bench-medians" => {
             for (id, median_ns) in bench_medians(&workspace_root().join("target/criterion"))? {
                 println!("{id:<60} {}", human(median_ns));
@@ -80,7 +83,9 @@ fn main() -> anyhow::Result<()> {
             }
             bail!("{} unreferenced snapshot file(s)", unreferenced.len())
         }
-        _ => bail!("usage: cargo xtask tidy | cargo xtask bench-medians | cargo xtask snapshots <references file>"),
+        _ => bail!(
+            "usage: cargo xtask tidy | cargo xtask perf [kind ...] | cargo xtask bench-medians | cargo xtask snapshots <references file>"
+        ),
     }
 }
 

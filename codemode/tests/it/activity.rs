@@ -84,7 +84,8 @@ fn engine(setup: Setup) -> (CodeMode, Arc<Host>) {
         .warm_workers(1)
         .replay_on_resume(setup.replay)
         .state_dir(setup.state)
-        .redactor(redactor);
+        .redactor(redactor)
+        .keep_activity(true);
     if let Some(events) = setup.events {
         builder = builder.on_activity(move |event| events.lock().unwrap().push(event.clone()));
     }
@@ -108,6 +109,28 @@ fn run_id(result: &CodeModeResult) -> String {
 
 fn activity(result: &CodeModeResult) -> &Activity {
     result.activity().unwrap_or_else(|| panic!("no activity on {result:?}"))
+}
+
+#[tokio::test]
+async fn an_engine_that_keeps_no_activity_records_only_the_cells_someone_reads() {
+    let host = Arc::new(Host::default());
+    let engine = CodeMode::builder()
+        .limits(Limits { timeout_ms: 3_000, ..Limits::default() })
+        .tools(tools())
+        .host(host)
+        .warm_workers(1)
+        .build()
+        .expect("the engine builds");
+    let code = "await echo({ a: 1 }); return await echo({ a: 2 })";
+    let unread = exec(&engine, code, &ExecOptions::default()).await;
+    assert_eq!(crate::support::value(&unread), json!({ "a": 2 }));
+    assert!(unread.activity().is_none(), "nobody asked: nothing recorded: {unread:?}");
+    let in_json = exec(&engine, code, &ExecOptions::default().activity_in_result(true)).await;
+    assert_eq!(activity(&in_json).calls.len(), 2);
+    let seen = Arc::new(Mutex::new(0usize));
+    let counted = seen.clone();
+    let hooked = exec(&engine, code, &ExecOptions::default().on_activity(move |_| *counted.lock().unwrap() += 1)).await;
+    assert_eq!((activity(&hooked).calls.len(), *seen.lock().unwrap()), (2, 4), "two starts and two finishes");
 }
 
 #[tokio::test]
@@ -276,6 +299,7 @@ async fn the_record_is_bounded_and_says_what_it_dropped() {
         .host(host)
         .warm_workers(1)
         .activity_limits(codemode::ActivityLimits { max_calls: 3, ..codemode::ActivityLimits::default() })
+        .keep_activity(true)
         .build()
         .expect("the engine builds");
     let result =
