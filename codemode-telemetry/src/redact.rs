@@ -297,7 +297,7 @@ fn json_escaped(text: &str) -> String {
 }
 
 /// The longest prefix of `text` of at most `max` bytes that ends on a character boundary.
-fn utf8_prefix(text: &str, max: usize) -> &str {
+pub(crate) fn utf8_prefix(text: &str, max: usize) -> &str {
     if text.len() <= max {
         return text;
     }

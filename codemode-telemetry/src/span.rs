@@ -122,7 +122,7 @@ impl Span {
         self.0.as_ref()
     }
 
-    /// Sets the attribute `key` (a later value replaces an earlier one on export).
+    /// Sets the attribute `key`. The SDK keeps every value it is given, so a key is set once per span.
     pub fn set(&self, key: &'static str, value: impl Into<opentelemetry::Value>) {
         if let Some(cx) = &self.0 {
             cx.span().set_attribute(KeyValue::new(key, value));
@@ -135,15 +135,8 @@ impl Span {
         let Some(cx) = &self.0 else { return };
         let span = cx.span();
         span.set_attribute(KeyValue::new(crate::otel::attr::ERROR_TYPE, kind.to_owned()));
-        let mut redacted = redactor.redact(message).into_owned();
-        if redacted.len() > MESSAGE_BYTES {
-            let mut end = MESSAGE_BYTES;
-            while !redacted.is_char_boundary(end) {
-                end -= 1;
-            }
-            redacted.truncate(end);
-        }
-        span.set_status(Status::error(redacted));
+        let redacted = redactor.redact(message);
+        span.set_status(Status::error(crate::redact::utf8_prefix(&redacted, MESSAGE_BYTES).to_owned()));
     }
 
     /// `future` with this span as its current span while it is polled: the spans it starts under
