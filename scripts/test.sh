@@ -33,6 +33,10 @@ if [ -z "${CODEMODE_TEST_PG_URL:-}" ]; then
   pg_start
   trap pg_stop EXIT
 fi
+# A stdio gateway keeps its runs and store/load values in $XDG_STATE_HOME/codemode by default: the tests' gateways
+# keep theirs in a throwaway folder, not the user's.
+export XDG_STATE_HOME="$PWD/target/test-state"
+rm -rf "$XDG_STATE_HOME"
 cargo test --workspace --no-fail-fast
 # The Python package (codemode-python): its wheel with the worker just built, installed into a fresh virtual
 # environment, then its pytest suite and stubtest.

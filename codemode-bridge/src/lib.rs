@@ -1,6 +1,7 @@
 //! The bridge between the guest program and the host: the result union a host receives, the requests a guest
 //! makes and the settlements it gets back, the journal that makes replay possible, byte budgets with their
-//! truncation markers, and the `ToolHost` trait an embedder implements.
+//! truncation markers, the `ToolHost` trait an embedder implements, and the untrusted-content wrapping of the text a
+//! model reads.
 //!
 //! Everything here is plain data that crosses process boundaries as JSON; no engine type appears in this crate.
 
@@ -11,6 +12,7 @@ mod code;
 mod host;
 mod request;
 mod result;
+mod untrusted;
 
 pub use approval::{ApprovalDecision, ApprovalRequest, Approver};
 pub use budget::{
@@ -31,3 +33,4 @@ pub use result::{
     ATTACHMENT_TYPES, CallCounts, CodeModeResult, Completed, EffectFacts, ErrorCode, ErrorKind, Failed, FailurePhase,
     OutputItem, PendingApproval, PendingToolCall, WaitReason, Waiting, WriteEffect, attachment_problem,
 };
+pub use untrusted::{MAX_WRAPPED_CHARS, UNTRUSTED_WARNING, model_text_of, sanitize, wrap_untrusted};

@@ -74,9 +74,10 @@ fn len(s: &str) -> usize {
 /// Items in index order: declared outputs first, then by callable name.
 fn ordered<'a, 'b>(items: &'b [IndexItem<'a>]) -> Vec<&'b IndexItem<'a>> {
     let mut v: Vec<&IndexItem<'a>> = items.iter().collect();
-    // Case-insensitive first, like the reference's `localeCompare`, so `API_x` files under `a`.
-    let folded = |s: &str| s.bytes().map(|b| b.to_ascii_lowercase()).collect::<Vec<u8>>();
-    v.sort_by_cached_key(|i| (i.output.is_none(), folded(i.name), i.name));
+    // As the reference's `localeCompare` orders names, so `API_x` files under `a`.
+    v.sort_by(|a, b| {
+        a.output.is_none().cmp(&b.output.is_none()).then_with(|| crate::names::locale_cmp(a.name, b.name))
+    });
     v
 }
 

@@ -326,7 +326,7 @@ impl Catalog {
         let callable = names::allocate(&requests, &reserved_extra)?;
         let mut paired: Vec<(String, String, ToolDefinition)> =
             callable.into_iter().zip(ids).zip(native).map(|((c, id), d)| (c, id, d)).collect();
-        paired.sort_by(|a, b| a.0.cmp(&b.0));
+        paired.sort_by(|a, b| names::locale_cmp(&a.0, &b.0));
         let mut redactions = Vec::with_capacity(paired.len() + mcp.len());
         let mut entries = Vec::with_capacity(paired.len());
         for (callable, id, def) in paired {
@@ -373,7 +373,7 @@ impl Catalog {
         Ok(Catalog { entries, by_callable, direct_only, mcp_servers, mcp_entries, redactions, search, options })
     }
 
-    /// Callable (non-MCP, non-direct-only) entries, sorted by callable name.
+    /// Callable (non-MCP, non-direct-only) entries, sorted by callable name as `localeCompare` sorts.
     pub fn entries(&self) -> &[CatalogEntry] {
         &self.entries
     }
@@ -533,8 +533,13 @@ impl Catalog {
         }
     }
 
-    /// `handle.describe()`: full metadata with the input schema and, for trusted tools, the output schema.
+    /// `handle.describe()`: full metadata with the input schema and, for trusted tools, the output schema; for an
+    /// MCP handle (`MCP.<server>.<tool>`), its server's API header narrowed to the tool, with its input schema.
     pub fn describe(&self, callable: &str) -> Option<Value> {
+        if let Some((global, tool)) = callable.strip_prefix("MCP.").and_then(|path| path.split_once('.')) {
+            let server = self.mcp_servers.iter().find(|s| s.global_name == global)?;
+            return self.mcp_api(&server.name, Some(tool), true).ok();
+        }
         let entry = self.by_callable(callable)?;
         let def = &entry.definition;
         let mut out = json!({

@@ -215,3 +215,28 @@ pub fn allocate_namespace(raws: &[&str], reserved: &[&str]) -> Vec<String> {
         })
         .collect()
 }
+
+/// Orders two names as the reference's `a.localeCompare(b)` does (ICU's root collation) for the characters names
+/// and declaration paths hold: letters compare case-insensitively first (`delete_file` before `JSON_parse`), after
+/// digits, after the symbols `_ - . / $` in that order; on a tie lower case goes before upper case; other
+/// characters come after letters by code point.
+pub fn locale_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    fn primary(c: char) -> u32 {
+        match c {
+            '_' => 1,
+            '-' => 2,
+            '.' => 3,
+            '/' => 4,
+            '$' => 5,
+            '0'..='9' => 10 + (c as u32 - '0' as u32),
+            'a'..='z' => 20 + (c as u32 - 'a' as u32),
+            'A'..='Z' => 20 + (c as u32 - 'A' as u32),
+            _ => 0x100 + c as u32,
+        }
+    }
+    a.chars()
+        .map(primary)
+        .cmp(b.chars().map(primary))
+        .then_with(|| a.chars().map(|c| c.is_ascii_uppercase()).cmp(b.chars().map(|c| c.is_ascii_uppercase())))
+        .then_with(|| a.cmp(b))
+}

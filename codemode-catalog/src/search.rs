@@ -431,7 +431,9 @@ impl SearchIndex {
         }
         let mut ranked: Vec<(u32, f64, bool)> = scores.into_iter().map(|(d, (s, t))| (d, s, t)).collect();
         ranked.sort_by(|a, b| {
-            b.2.cmp(&a.2).then_with(|| b.1.total_cmp(&a.1)).then_with(|| names[a.0 as usize].cmp(names[b.0 as usize]))
+            b.2.cmp(&a.2)
+                .then_with(|| b.1.total_cmp(&a.1))
+                .then_with(|| crate::names::locale_cmp(names[a.0 as usize], names[b.0 as usize]))
         });
         ranked.into_iter().map(|(d, _, _)| d as usize).collect()
     }

@@ -74,10 +74,15 @@ struct GatewayArgs {
     /// `confinement`).
     #[arg(long, value_name = "MODE", value_parser = codemode_gateway::parse_confinement)]
     confinement: Option<codemode::Confinement>,
-    /// The session id of the stdio client (runs are scoped to it), so that a gateway started again with the same
-    /// id and `--state-dir` can resume the runs an earlier one parked; a fresh id per process when absent.
+    /// The session id of the stdio client (runs and store/load are scoped to it), so that a gateway started again
+    /// with the same id and state can resume the runs an earlier one parked; derived from the config file's path
+    /// when absent.
     #[arg(long, value_name = "ID", conflicts_with = "http")]
     session: Option<String>,
+    /// Keep nothing on disk: runs and store/load values in memory only, a fresh session id per process (a stdio
+    /// gateway otherwise keeps them in `$XDG_STATE_HOME/codemode`, else `~/.local/state/codemode`).
+    #[arg(long, conflicts_with_all = ["state_dir", "store"])]
+    no_state: bool,
 }
 
 #[derive(Subcommand)]
@@ -196,7 +201,22 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             }
             let listen = match args.http {
                 Some(addr) => Listen::Http(addr),
-                None => Listen::Stdio { session: args.session },
+                None if args.no_state => {
+                    gateway = gateway.in_memory();
+                    Listen::Stdio { session: args.session }
+                }
+                // The embedded default of one person's stdio gateway: its runs and store/load values outlive the
+                // process, under a session id stable for its config file.
+                None => {
+                    if !gateway.persists()
+                        && let Some(dir) = codemode_gateway::default_state_dir()
+                    {
+                        gateway = gateway.state_dir(dir);
+                    }
+                    Listen::Stdio {
+                        session: Some(args.session.unwrap_or_else(|| codemode_gateway::config_session(&args.config))),
+                    }
+                }
             };
             gateway.serve(listen).await?;
             Ok(0)

@@ -12,4 +12,4 @@ mod resolve;
 pub use error::ConfigError;
 pub use limits::{LIMIT_KEYS, Limits};
 pub use policy::{Decision, EffectClass, POLICY_KEYS, Policy, PolicyRule, glob_match};
-pub use resolve::{Resolution, RunFacts, Source, Why, resolve, validate};
+pub use resolve::{Resolution, RunFacts, Source, Why, resolve, resolve_with_fallbacks, validate};

@@ -47,6 +47,36 @@ pub struct RunFacts {
     pub has_tools: bool,
 }
 
+impl RunFacts {
+    /// The facts of this run once it falls back to `model` (with that model's `compat.codeMode`): the same agent
+    /// and tools, another model. Resolving them gives the fallback model's own activation (its per-model override,
+    /// else the enclosing options, as for any model), with the same limits and policy as the primary's; the
+    /// fallback is still the model that runs: activation never changes which model is selected.
+    #[must_use]
+    pub fn fallback(&self, model: impl Into<String>, compat_code_mode: Option<String>) -> RunFacts {
+        RunFacts { model: model.into(), model_compat_code_mode: compat_code_mode, ..self.clone() }
+    }
+}
+
+/// The activation of a run and of each of its fallback models in order (`"provider/model"` with its
+/// `compat.codeMode`): the first [`Resolution`] is the primary model's, then one per fallback, each resolved as
+/// [`resolve`] resolves its own model ([`RunFacts::fallback`]).
+///
+/// # Errors
+///
+/// The config is invalid ([`validate`]).
+pub fn resolve_with_fallbacks(
+    config: &Value,
+    run: &RunFacts,
+    fallbacks: &[(String, Option<String>)],
+) -> Result<Vec<Resolution>, ConfigError> {
+    let mut out = vec![resolve(config, run)?];
+    for (model, compat) in fallbacks {
+        out.push(resolve(config, &run.fallback(model.clone(), compat.clone()))?);
+    }
+    Ok(out)
+}
+
 /// Why a run engaged code mode or did not.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]

@@ -113,6 +113,26 @@ pub enum Listen {
     Http(SocketAddr),
 }
 
+/// The state folder a stdio gateway keeps its runs and session values in when nothing else is named:
+/// `$XDG_STATE_HOME/codemode`, else `~/.local/state/codemode`; `None` when neither variable names an absolute
+/// folder. Sealed like any state folder when `CODEMODE_STATE_KEY` is set.
+pub fn default_state_dir() -> Option<PathBuf> {
+    let absolute = |var: &str| std::env::var_os(var).map(PathBuf::from).filter(|p| p.is_absolute());
+    absolute("XDG_STATE_HOME")
+        .or_else(|| absolute("HOME").map(|home| home.join(".local/state")))
+        .map(|base| base.join("codemode"))
+}
+
+/// The session id of a stdio gateway started with the config file at `config` and no `--session`: stable for one
+/// file (`cfg_` and 16 hex digits of the SHA-256 of its canonical path), so that a gateway started again finds the
+/// session values and parked runs of the one before.
+pub fn config_session(config: &Path) -> String {
+    use sha2::Digest;
+    let path = std::fs::canonicalize(config).unwrap_or_else(|_| config.to_path_buf());
+    let digest = sha2::Sha256::digest(path.as_os_str().as_encoded_bytes());
+    format!("cfg_{}", &hex::encode(digest)[..16])
+}
+
 /// How a gateway is started: its config with the overrides of the command line, and the tools of its embedder.
 ///
 /// ```no_run
@@ -171,6 +191,18 @@ impl GatewayBuilder {
     pub fn state_dir(mut self, dir: impl Into<PathBuf>) -> GatewayBuilder {
         self.state_dir = Some(dir.into());
         self
+    }
+
+    /// Keeps suspended runs and session values in memory only, whatever the config's `state_dir` says.
+    #[must_use]
+    pub fn in_memory(mut self) -> GatewayBuilder {
+        self.state_dir = None;
+        self
+    }
+
+    /// Whether runs are kept anywhere but in memory: a state folder or a fleet store.
+    pub fn persists(&self) -> bool {
+        self.state_dir.is_some() || self.config.store.is_some()
     }
 
     /// Keeps suspended runs, session values and result references in the PostgreSQL database at `url` (instead of

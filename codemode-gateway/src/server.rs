@@ -77,6 +77,8 @@ pub struct Gateway {
     activity_in_result: bool,
     /// `exec` and `wait` calls running as MCP tasks.
     tasks: Arc<Tasks>,
+    /// Whether a session's runs end with it: not when a fleet store keeps them for every replica.
+    runs_end_with_session: bool,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -263,6 +265,7 @@ impl Gateway {
             limits,
             activity_in_result,
             tasks,
+            runs_end_with_session: config.store.is_none(),
         });
         gateway.follow_tool_changes();
         Ok(gateway)
@@ -710,8 +713,8 @@ fn idempotency_key(
     })
 }
 
-/// A `CodeModeResult` as an MCP tool result: compact JSON text, the same value as `structuredContent`, and
-/// `isError` for a failed run; the program's attachments follow the text as content blocks.
+/// A `CodeModeResult` as an MCP tool result: compact JSON text (wrapped as external untrusted content when the
+/// program read what an MCP server sent), the raw value as `structuredContent`, and `isError` for a failed run; the program's attachments follow the text as content blocks.
 pub fn code_mode_result(result: &CodeModeResult, budget: usize) -> CallToolResult {
     let mut value = serde_json::to_value(result).unwrap_or_else(|e| {
         serde_json::json!({ "status": "failed", "code": "internal_error", "error": format!("unencodable result: {e}") })
@@ -719,7 +722,7 @@ pub fn code_mode_result(result: &CodeModeResult, budget: usize) -> CallToolResul
     let mut attachments = codemode_mcp::content::take_attachments(&mut value, 1);
     let returned = codemode_mcp::content::take_returned(&mut value, 1 + attachments.len(), budget);
     attachments.extend(returned);
-    let text = value.to_string();
+    let text = codemode_bridge::model_text_of(&value);
     let mut content = vec![ContentBlock::text(text)];
     content.extend(attachments);
     let mut out =
@@ -738,7 +741,7 @@ fn blocks_after_text(response: &CallToolResponse) -> Vec<ContentBlock> {
 
 /// A `CodeModeResult` already in JSON as an MCP tool result, as [`code_mode_result`] makes it.
 fn json_result(value: Value) -> CallToolResult {
-    let text = value.to_string();
+    let text = codemode_bridge::model_text_of(&value);
     let mut out = if value.get("status").and_then(Value::as_str) == Some("failed") {
         CallToolResult::error(vec![ContentBlock::text(text)])
     } else {
@@ -757,6 +760,29 @@ pub struct GatewayServer {
     /// The lowest level of upstream log messages this session wants (`logging/setLevel`); all when unset.
     #[allow(deprecated)]
     log_level: Arc<std::sync::Mutex<Option<rmcp::model::LoggingLevel>>>,
+    /// For an HTTP session whose runs end with it: ends them when the session's last handler drops.
+    ends: Option<Arc<SessionEnd>>,
+}
+
+/// Ends the runs of an HTTP session without a principal when the session closes (the client's `DELETE`, or rmcp
+/// dropping it): rmcp drops a session's handler, and with it the last clone of this, when the session ends.
+#[derive(Debug)]
+struct SessionEnd {
+    gateway: Arc<Gateway>,
+    /// The run scope's session id, known from the session's first request.
+    session: std::sync::OnceLock<String>,
+}
+
+impl Drop for SessionEnd {
+    fn drop(&mut self) {
+        let (Some(session), Ok(runtime)) = (self.session.take(), tokio::runtime::Handle::try_current()) else {
+            return;
+        };
+        let gateway = self.gateway.clone();
+        runtime.spawn(async move {
+            let _ = gateway.code_mode.end_session(&session).await;
+        });
+    }
 }
 
 impl GatewayServer {
@@ -771,13 +797,17 @@ impl GatewayServer {
         GatewayServer::new(gateway, Some(format!("stdio-{session}")))
     }
 
-    /// A handler for Streamable HTTP requests; the session id comes from each request.
+    /// A handler for Streamable HTTP requests; the session id comes from each request. Without a fleet store, the
+    /// runs of a session without a principal end when the session does.
     pub fn http(gateway: Arc<Gateway>) -> Self {
-        GatewayServer::new(gateway, None)
+        let ends = gateway
+            .runs_end_with_session
+            .then(|| Arc::new(SessionEnd { gateway: gateway.clone(), session: std::sync::OnceLock::new() }));
+        GatewayServer { ends, ..GatewayServer::new(gateway, None) }
     }
 
     fn new(gateway: Arc<Gateway>, session: Option<String>) -> Self {
-        GatewayServer { gateway, session, log_level: Arc::default() }
+        GatewayServer { gateway, session, log_level: Arc::default(), ends: None }
     }
 
     /// Forwards upstream log messages to this request's client until the returned guard drops (the call answered);
@@ -813,6 +843,9 @@ impl GatewayServer {
             let id = parts?.headers.get("mcp-session-id")?.to_str().ok()?;
             Some(format!("http-{id}"))
         });
+        if let (Some(ends), Some(id)) = (&self.ends, &session_id) {
+            ends.session.get_or_init(|| id.clone());
+        }
         RunScope { session_id, ..RunScope::default() }
     }
 }
@@ -1039,16 +1072,23 @@ fn server_span_end(
 ///
 /// [`Error::Serve`] when the MCP handshake on stdio fails.
 pub async fn serve_stdio(gateway: Arc<Gateway>, session: Option<String>) -> Result<(), Error> {
+    // A session with a fresh id ends with its client (stdin's end): nothing can ever resume its runs. One with an
+    // id the client gave is resumed by a later process by design.
+    let ends = session.is_none() && gateway.runs_end_with_session;
     let server = match session {
-        Some(session) => GatewayServer::stdio_session(gateway, &session),
-        None => GatewayServer::stdio(gateway),
+        Some(session) => GatewayServer::stdio_session(gateway.clone(), &session),
+        None => GatewayServer::stdio(gateway.clone()),
     };
+    let id = server.session.clone().unwrap_or_default();
     let running = server
         .serve(crate::stdio::transport(tokio::io::stdin(), tokio::io::stdout()))
         .await
         .map_err(|e| Error::Serve(format!("stdio handshake failed: {e}")))?;
-    running.waiting().await.map_err(|e| Error::Serve(e.to_string()))?;
-    Ok(())
+    let served = running.waiting().await.map_err(|e| Error::Serve(e.to_string()));
+    if ends {
+        let _ = gateway.code_mode.end_session(&id).await;
+    }
+    served.map(|_| ())
 }
 
 /// Serves Streamable HTTP until the process is stopped; behind `front` when `[auth]` is configured.

@@ -92,6 +92,15 @@ fn shutdown(py: Python<'_>) {
     });
 }
 
+/// The text a model reads of a result given as its JSON text: the JSON itself, wrapped between external-content
+/// markers when the program read what an MCP server sent.
+#[pyfunction]
+fn model_text(result_json: &str) -> PyResult<String> {
+    let value: serde_json::Value = serde_json::from_str(result_json)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("a result is JSON text: {e}")))?;
+    Ok(codemode::model_text_of(&value))
+}
+
 /// What a Python tool call ends with: its result as JSON text, or a failure `(code, message)`.
 type Outcome = Result<String, (String, String)>;
 
@@ -435,6 +444,8 @@ impl Engine {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(shutdown, m)?)?;
+    m.add_function(wrap_pyfunction!(model_text, m)?)?;
+    m.add("UNTRUSTED_WARNING", codemode::UNTRUSTED_WARNING)?;
     m.add_class::<Engine>()?;
     m.add_class::<Run>()?;
     m.add_class::<Completion>()?;

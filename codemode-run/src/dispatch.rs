@@ -99,7 +99,9 @@ pub(crate) fn dispatch(
             };
             *parts.replay_safe &= entry.definition.replay_safe;
             // An MCP tool reached through its catalog handle answers with third-party content too.
-            *parts.untrusted |= entry.definition.source == ToolSource::Mcp;
+            if entry.definition.source == ToolSource::Mcp {
+                parts.untrusted_calls.insert(id);
+            }
             parts.scope.count_call();
             *parts.dispatch_started = true;
             asks = ask.is_some();
@@ -221,7 +223,7 @@ pub(crate) fn dispatch(
             }
             parts.scope.count_call();
             *parts.dispatch_started = true;
-            *parts.untrusted = true;
+            parts.untrusted_calls.insert(id);
             asks = ask.is_some();
             let (mut cx, fire_abort) = call_context(&parts, id, method, Some(&server));
             cx.span = span.clone();

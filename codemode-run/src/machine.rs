@@ -159,6 +159,15 @@ pub struct RunSetup {
     pub shared_journal: Option<Arc<SharedBytes>>,
 }
 
+/// Whether a settlement of a call to an MCP server carries what the server sent: its result or its error, not a
+/// refusal of ours (the policy or a person denied it) or the interruption of a process that died.
+fn server_answered(value: &SettlementValue) -> bool {
+    match value {
+        SettlementValue::Ok { .. } => true,
+        SettlementValue::Err { code, .. } => !matches!(code, BridgeErrorCode::Denied | BridgeErrorCode::Interrupted),
+    }
+}
+
 /// Bytes a request's digest adds to the journal (a JSON number of up to 20 digits and its separator).
 const DIGEST_BYTES: u64 = 21;
 
@@ -182,6 +191,9 @@ pub struct RunMachine {
     pub(crate) replay_safe: bool,
     /// Whether content from an MCP server (untrusted) reached the program.
     pub(crate) untrusted: bool,
+    /// Requests answered by an MCP server (its tools, resources and prompts), dispatched and not delivered yet: the
+    /// run reads untrusted content when one of them delivers what the server sent.
+    pub(crate) untrusted_calls: BTreeSet<u32>,
     /// Whether the worker waits for a `Settle` (it is at a quiescent point, or ended its cell itself).
     pub(crate) quiescent: bool,
     /// Requests dispatched and not delivered yet: method and argument digest.
@@ -247,7 +259,11 @@ pub fn effect_status(value: &SettlementValue) -> EffectStatus {
             BridgeErrorCode::Interrupted => EffectStatus::Uncertain,
             // The tool answered; only its answer broke the contract.
             BridgeErrorCode::OutputContract => EffectStatus::Completed,
-            BridgeErrorCode::Denied | BridgeErrorCode::InputContract => EffectStatus::NotStarted,
+            // Refused before the tool was called: the policy, its arguments, or a schema that does not compile
+            // (`validate_input` compiles the output schema too, so `invalid_contract` never follows a call).
+            BridgeErrorCode::Denied | BridgeErrorCode::InputContract | BridgeErrorCode::InvalidContract => {
+                EffectStatus::NotStarted
+            }
             _ => EffectStatus::Failed,
         },
     }
@@ -289,6 +305,7 @@ impl RunMachine {
             dispatch_started: false,
             replay_safe: true,
             untrusted: false,
+            untrusted_calls: BTreeSet::new(),
             quiescent: false,
             pending: BTreeMap::new(),
             ready: Vec::new(),
@@ -334,6 +351,7 @@ impl RunMachine {
             dispatch_started: true,
             replay_safe: checkpoint.restart_safe,
             untrusted: checkpoint.untrusted,
+            untrusted_calls: BTreeSet::new(),
             quiescent: false,
             pending: BTreeMap::new(),
             ready: codemode_snapshot::interrupted_settlements(checkpoint),
@@ -503,15 +521,18 @@ impl RunMachine {
             }
             Phase::Running => Some(Command::Recv { deadline_ms: self.deadline_ms }),
             Phase::Quiescent => {
-                if self.await_results && self.yield_request.is_some() {
-                    self.kill_and_fail(
-                        ErrorCode::InvalidInput,
-                        FailurePhase::Guest,
+                // A cell run with awaitResults cannot be abandoned: its yield is refused catchably, and the program
+                // goes on to finish (or its owner cancels it).
+                if self.await_results
+                    && let Some((id, _)) = self.yield_request.take()
+                {
+                    let value = SettlementValue::err(
+                        BridgeErrorCode::InvalidInput,
                         "yield_control cannot park a cell run with awaitResults: true, which returns only when its \
-                         program completes or fails; run it without awaitResults to yield and resume with wait"
-                            .into(),
+                         program completes or fails; the program goes on (catch this error, or run the cell without \
+                         awaitResults to yield and resume with wait)",
                     );
-                    return self.queue.pop_front();
+                    self.ready.push(Settlement { id, value });
                 }
                 if self.ready.is_empty() && self.yield_request.is_some() {
                     self.phase = Phase::Stopped;
@@ -907,6 +928,9 @@ impl RunMachine {
         }
         for settlement in &round.settlements {
             self.pending.remove(&settlement.id);
+            if self.untrusted_calls.remove(&settlement.id) {
+                self.untrusted |= server_answered(&settlement.value) && !self.host_failed.contains(&settlement.id);
+            }
             self.timers.remove(&settlement.id);
             if self.tool_calls.remove(&settlement.id) {
                 let status = if self.host_failed.remove(&settlement.id) {

@@ -2,8 +2,10 @@
 //! search/describe/call counters that telemetry reports with their `counterScope`, and the scheduling of
 //! `executionMode: "sequential"` tools.
 //!
-//! A scope belongs to one owner (session, agent, agent run); separate owners stay independent. The counters of a
-//! scope only grow; a scope is forgotten (oldest first) only past [`MAX_SCOPES`].
+//! A scope belongs to one owner (session, agent, agent run) of one catalog; separate owners stay independent. The
+//! counters of a scope only grow; a scope is forgotten (oldest first) only past [`MAX_SCOPES`]. A new catalog is a
+//! new counter lifetime: the engine starts new scopes when its tools are replaced (not when tools are only
+//! appended), and a run restored from a checkpoint joins its owner's scope in this process, never the parked one's.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -29,18 +31,13 @@ struct ScopesState {
 }
 
 impl CatalogScopes {
-    /// The scope of `owner`'s catalog, created on first use with the id `id` (or a fresh one) and `counters` as
-    /// its starting totals (a run restored from a checkpoint brings both).
-    pub fn get(&self, owner: &RunOwner, catalog: &Catalog, restored: Option<(&str, RunCounters)>) -> Arc<CatalogScope> {
+    /// The scope of `owner`'s catalog, created on first use with a fresh `counterScope` and zero counters.
+    pub fn get(&self, owner: &RunOwner, catalog: &Catalog) -> Arc<CatalogScope> {
         let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(scope) = state.by_owner.get(owner) {
             return scope.clone();
         }
-        let (id, counters) = match restored {
-            Some((id, counters)) if !id.is_empty() => (id.to_owned(), counters),
-            _ => (format!("cs_{}", uuid::Uuid::new_v4().simple()), RunCounters::default()),
-        };
-        let scope = Arc::new(CatalogScope::new(id, counters, catalog));
+        let scope = Arc::new(CatalogScope::new(format!("cs_{}", uuid::Uuid::new_v4().simple()), catalog));
         if state.order.len() >= MAX_SCOPES
             && let Some(oldest) = state.order.pop_front()
         {
@@ -75,13 +72,13 @@ pub enum Turn {
 }
 
 impl CatalogScope {
-    fn new(id: String, counters: RunCounters, catalog: &Catalog) -> Self {
+    fn new(id: String, catalog: &Catalog) -> Self {
         let gated = catalog.entries().iter().any(|e| e.definition.execution_mode == ExecutionMode::Sequential);
         CatalogScope {
             id,
-            search: AtomicU32::new(counters.search_count),
-            describe: AtomicU32::new(counters.describe_count),
-            calls: AtomicU32::new(counters.call_count),
+            search: AtomicU32::new(0),
+            describe: AtomicU32::new(0),
+            calls: AtomicU32::new(0),
             schedule: gated.then(|| Arc::new(RwLock::new(()))),
         }
     }

@@ -54,7 +54,7 @@ pub use codemode_vm as vm;
 pub use activation::{ModelTools, model_tools};
 pub use codemode_bridge::{
     ApprovalDecision, ApprovalRequest, Approver, CodeModeResult, EffectFacts, EffectStatus, ErrorCode, ErrorKind,
-    FailurePhase, OutputItem, PendingApproval, ToolHost, WriteEffect,
+    FailurePhase, OutputItem, PendingApproval, ToolHost, UNTRUSTED_WARNING, WriteEffect, model_text_of,
 };
 pub use codemode_catalog::{ExecutionMode, ToolDefinition, ToolSource};
 pub use codemode_config::{Decision, EffectClass, Limits, Policy};
@@ -240,7 +240,8 @@ impl CodeModeBuilder {
         self
     }
 
-    /// Keeps suspended runs and the session store on disk under `dir`, so another process can resume them.
+    /// Keeps suspended runs and the session store on disk under `dir`, so another process can resume them. Without
+    /// it (the default) they live in memory and end with the engine.
     pub fn state_dir(mut self, dir: Option<PathBuf>) -> Self {
         self.state_dir = dir;
         self
@@ -687,7 +688,16 @@ impl CodeMode {
             ..per_run.pool.clone()
         });
         let base = self.inner.get();
-        let inner = Arc::new(derived(&base, catalog, pool.clone()));
+        // One counter lifetime (`counterScope`) per catalog: kept when tools were only appended, new when any tool
+        // was removed or changed.
+        let old: Vec<serde_json::Value> = own.iter().filter_map(|t| serde_json::to_value(t).ok()).collect();
+        let new: Vec<serde_json::Value> = tools.iter().filter_map(|t| serde_json::to_value(t).ok()).collect();
+        let scopes = if old.iter().all(|t| new.contains(t)) {
+            base.scopes.clone()
+        } else {
+            Arc::new(codemode_run::CatalogScopes::default())
+        };
+        let inner = Arc::new(derived(&base, catalog, pool.clone(), scopes));
         pool.replenish();
         codemode_run::start_sweeper(&inner, per_run.live_window);
         if per_run.shared {
@@ -759,7 +769,7 @@ impl CodeMode {
             warm: 1,
             ..per_run.pool.clone()
         });
-        let inner = Arc::new(derived(&base, catalog, pool));
+        let inner = Arc::new(derived(&base, catalog, pool, base.scopes.clone()));
         if recent.len() >= PER_RUN_CATALOGS {
             recent.remove(0);
         }
@@ -865,10 +875,23 @@ impl CodeMode {
     pub async fn abort(&self, run_id: &str) -> CodeModeResult {
         codemode_run::abort(self.inner.get(), run_id).await
     }
+
+    /// Ends every run of the session `session_id` when that session ends (a client disconnected, a conversation
+    /// closed): calls in flight are cancelled, snapshots dropped and workers released, as [`abort`](Self::abort)
+    /// does for one run; returns how many runs were ended. Leave alone the runs of an owner that outlives its
+    /// session (a principal, a session id a later process resumes).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::State`] when the run store could not list the session's runs.
+    pub async fn end_session(&self, session_id: &str) -> Result<usize, Error> {
+        Ok(codemode_run::end_session(self.inner.get(), session_id).await?)
+    }
 }
 
-/// The run state over `catalog` and `pool`, sharing everything else (host, stores, clock, hooks) with `base`.
-fn derived(base: &Inner, catalog: Catalog, pool: Arc<WorkerPool>) -> Inner {
+/// The run state over `catalog`, `pool` and the catalog scopes `scopes`, sharing everything else (host, stores,
+/// clock, hooks) with `base`.
+fn derived(base: &Inner, catalog: Catalog, pool: Arc<WorkerPool>, scopes: Arc<codemode_run::CatalogScopes>) -> Inner {
     Inner {
         limits: base.limits.clone(),
         tools_digest: tools_digest(&catalog),
@@ -883,7 +906,7 @@ fn derived(base: &Inner, catalog: Catalog, pool: Arc<WorkerPool>) -> Inner {
         results: base.results.clone(),
         clock: base.clock.clone(),
         entropy: base.entropy.clone(),
-        scopes: base.scopes.clone(),
+        scopes,
         progress: base.progress.clone(),
         journals: base.journals.clone(),
         waits: base.waits.clone(),

@@ -29,6 +29,30 @@ fn reference_table() {
 }
 
 #[test]
+fn catalog_all_and_api_list_sort_as_locale_compare_does() {
+    let catalog = build(
+        ["JSON", "delete", "read", "Read_all", "read2", "read_all", "a-b"]
+            .map(|n| tool(n, ToolSource::Openclaw))
+            .to_vec(),
+    );
+    let all: Vec<String> = catalog.all().into_iter().map(|h| h.callable_name).collect();
+    // Node: [...].sort((a, b) => a.localeCompare(b)).
+    let expected = [
+        "a_b",
+        &callable_of(&catalog, "delete"),
+        &callable_of(&catalog, "JSON"),
+        "read",
+        "read_all",
+        "Read_all",
+        "read2",
+    ]
+    .map(str::to_owned);
+    assert_eq!(all, expected);
+    let listed: Vec<String> = catalog.api_list("tools/").unwrap().into_iter().map(|f| f.path).collect();
+    assert_eq!(listed, expected.map(|n| format!("tools/{n}.d.ts")));
+}
+
+#[test]
 fn reserved_globals_are_never_taken() {
     let names: Vec<&str> = GUEST_GLOBALS.iter().copied().chain(["__openclawResult"]).collect();
     let catalog = build(names.iter().map(|n| tool(n, ToolSource::Openclaw)).collect());

@@ -1,7 +1,9 @@
 //! Activation: shorthand and object forms, the four-level precedence, "auto" against compat tiers, the no-tools
 //! rule, limits merging, and validation errors that name the key and the fix.
 
-use codemode_config::{ConfigError, Limits, Resolution, RunFacts, Source, Why, resolve, validate};
+use codemode_config::{
+    ConfigError, Limits, Resolution, RunFacts, Source, Why, resolve, resolve_with_fallbacks, validate,
+};
 use serde_json::{Value, json};
 
 const MODEL: &str = "openai/gpt-5.6-luna";
@@ -281,4 +283,37 @@ fn the_policy_comes_from_the_agent_or_else_the_global_code_mode_object() {
         json!({ "agents": { "entries": { "x": { "tools": { "codeMode": { "policy": { "writes": "maybe" } } } } } } });
     let error = validate(&bad).expect_err("invalid").to_string();
     assert!(error.starts_with("agents.entries.x.tools.codeMode.policy.writes"), "{error}");
+}
+
+/// Seed 001: overrides affect the selected model on future runs, including fallback models, and preserve the
+/// fallback-model selection and the limits of the enclosing options.
+#[test]
+fn a_fallback_model_resolves_its_own_override_with_the_primary_s_limits() {
+    const FALLBACK: &str = "anthropic/claude-opus-5";
+    let config = json!({
+        "tools": { "codeMode": { "enabled": "auto", "timeoutMs": 7000 } },
+        "agents": { "entries": { "research": { "models": {
+            MODEL: { "codeMode": false },
+            FALLBACK: { "codeMode": true },
+        } } } },
+    });
+    let run = facts(Some("research"), Some("preferred"));
+    let third = ("google/gemini-4".to_owned(), Some("preferred".to_owned()));
+    let fourth = ("google/gemini-4-mini".to_owned(), Some("capable".to_owned()));
+    let chain = resolve_with_fallbacks(&config, &run, &[(FALLBACK.to_owned(), None), third, fourth]).unwrap();
+    let engaged: Vec<bool> = chain.iter().map(|r| r.engaged).collect();
+    // The primary's false, the fallback's own true, then "auto" against each fallback's compat tier.
+    assert_eq!(engaged, [false, true, true, false]);
+    assert!(
+        matches!(&chain[1].why, Why::Explicit { source: Source::AgentModel, key, enabled: true } if key.contains(FALLBACK)),
+        "{:?}",
+        chain[1].why
+    );
+    assert!(chain.iter().all(|r| r.limits.timeout_ms == 7000), "limits come from the enclosing options");
+    let fallback = run.fallback(FALLBACK, None);
+    assert_eq!(
+        (fallback.model.as_str(), fallback.agent_id.as_deref(), fallback.has_tools),
+        (FALLBACK, Some("research"), true)
+    );
+    assert_eq!(resolve(&config, &fallback).unwrap(), chain[1]);
 }

@@ -23,13 +23,14 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, ClassVar, Literal, TypeAlias, Union
 
 from . import _native, _schema
-from ._native import EngineError
+from ._native import UNTRUSTED_WARNING, EngineError
 from ._schema import Tool, tool
 
 # The engine's threads must be out of Python before the interpreter finalizes: one entering then aborts the process.
 atexit.register(_native.shutdown)
 
 __all__ = [
+    "UNTRUSTED_WARNING",
     "ApprovalRequest",
     "CodeMode",
     "Completed",
@@ -40,6 +41,7 @@ __all__ = [
     "Tool",
     "ToolError",
     "Waiting",
+    "model_text",
     "tool",
 ]
 
@@ -181,6 +183,14 @@ _DEFAULTS: dict[str, Any] = {
     "pending_approvals": [],
     "telemetry": {},
 }
+
+
+def model_text(result: Result) -> str:
+    """The text a model should read of ``result``: its compact JSON, wrapped between
+    ``<<<EXTERNAL_UNTRUSTED_CONTENT id="…">>>`` markers (after a security notice, with marker look-alikes in it
+    neutralized and cut to 20,000 characters) when its program read content an MCP server sent. ``result.raw``
+    stays the raw JSON."""
+    return _native.model_text(json.dumps(result.raw, separators=(",", ":"), ensure_ascii=False))
 
 
 def _result(text: str) -> Result:

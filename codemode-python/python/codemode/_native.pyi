@@ -3,11 +3,17 @@
 from collections.abc import Callable
 from typing import Any, final
 
-__all__ = ["Completion", "Decide", "Engine", "EngineError", "Run", "shutdown"]
+__all__ = ["UNTRUSTED_WARNING", "Completion", "Decide", "Engine", "EngineError", "Run", "model_text", "shutdown"]
+
+UNTRUSTED_WARNING: str
 
 class EngineError(RuntimeError):
     """The engine could not be built (no worker, a worker that fails its hello, a state directory that cannot be
     opened)."""
+
+def model_text(result_json: str) -> str:
+    """The text a model reads of a result: its JSON, wrapped as external untrusted content when its program read
+    what an MCP server sent."""
 
 def shutdown() -> None:
     """Stops the engine's threads entering Python and waits for those inside; registered with ``atexit``."""

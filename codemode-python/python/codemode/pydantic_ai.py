@@ -23,7 +23,7 @@ from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 from pydantic_core import SchemaValidator, core_schema
 
-from . import ApprovalRequest, CodeMode, Decision, Result, Tool
+from . import UNTRUSTED_WARNING, ApprovalRequest, CodeMode, Decision, Result, Tool, model_text
 
 __all__ = ["CodeModeToolset"]
 
@@ -117,6 +117,9 @@ class CodeModeToolset(AbstractToolset[Any]):
             raise ValueError(f"CodeModeToolset has no tool {name!r}")
         if result.status == "waiting" and result.pending_approvals:
             raise ApprovalRequired(metadata={"runId": result.run_id, "approvals": result.pending_approvals})
+        # What an MCP server sent reaches the model between external-content markers; other results as their JSON.
+        if UNTRUSTED_WARNING in result.warnings:
+            return model_text(result)
         return result.raw
 
     def _record(self, tool_call_id: str) -> pathlib.Path | None:

@@ -221,12 +221,15 @@ impl Engine {
     }
 
     /// The `Error` a failed request rejects with: the message, its `code`, and `effectStatus`: `not_started` for
-    /// the codes the host gives only before a call reaches its tool (`denied`, `input_contract`), else `unknown`
+    /// the codes the host gives only before a call reaches its tool (`denied`, `input_contract`, `invalid_contract`),
+    /// else `unknown`
     /// (the host may have acted before it failed).
     fn bridge_error(&mut self, error: &bridge::RequestError) -> JsValue {
         let object = JsNativeError::error().with_message(error.message.clone()).into_opaque(&mut self.context);
         let effect = match error.code {
-            codemode_bridge::BridgeErrorCode::Denied | codemode_bridge::BridgeErrorCode::InputContract => "not_started",
+            codemode_bridge::BridgeErrorCode::Denied
+            | codemode_bridge::BridgeErrorCode::InputContract
+            | codemode_bridge::BridgeErrorCode::InvalidContract => "not_started",
             _ => "unknown",
         };
         for (key, value) in [("code", error.code.as_str()), ("effectStatus", effect)] {

@@ -144,7 +144,8 @@
     bridge('api', { op: 'mcpApi', server, tool: tool === undefined ? null : Str(tool), schema: !!(options && options.schema) });
 
   // A callable handle: a native tool's handle calls its global; an MCP tool's (`callableName` is its
-  // `MCP.<server>.<tool>` path) calls it as that namespace member does, and its `describe()` is `$api` of it.
+  // `MCP.<server>.<tool>` path) calls it as that namespace member does, and its `describe()` asks the host for
+  // that path, which answers with the server's API header narrowed to the tool (counted in `describeCount`).
   function makeHandle(meta) {
     const path = apply(stringSplit, Str(meta.callableName), ['.']);
     const server = meta.source === 'mcp' && path.length === 3 ? mcpServerOf[path[1]] : undefined;
@@ -154,13 +155,12 @@
       handle = async function (args) {
         return await send('namespace', { server, tool, args: args === undefined ? {} : args });
       };
-      hidden(handle, 'describe', () => mcpApi(server, tool, { schema: true }));
     } else {
       handle = async function (args) {
         return await callTool(meta.callableName, args);
       };
-      hidden(handle, 'describe', () => bridge('describe', { tool: meta.callableName }));
     }
+    hidden(handle, 'describe', () => bridge('describe', { tool: meta.callableName }));
     const keys = keysOf(meta);
     for (let i = 0; i < keys.length; i++) hidden(handle, keys[i], meta[keys[i]]);
     hidden(handle, 'toJSON', () => meta);

@@ -38,12 +38,21 @@ async fn a_required_cell_waits_past_its_deadline_for_host_work_and_never_returns
 }
 
 #[tokio::test]
-async fn yield_control_fails_a_required_cell() {
-    let (engine, _) = engine();
+async fn yield_control_in_a_required_cell_rejects_catchably_and_the_program_finishes() {
+    let (engine, host) = engine();
+    let code = "const slow_call = slow({ ms: 20, tag: 'kept' }); \
+                let caught; try { await yield_control('pause'); } catch (e) { caught = [e.code, e.message]; } \
+                return { caught, after: (await slow_call).tag }";
+    let r = engine.exec(required(code), RunScope::default()).await;
+    let v = value(&r);
+    assert_eq!(v["caught"][0], "invalid_input", "{v}");
+    assert!(v["caught"][1].as_str().is_some_and(|m| m.contains("cannot park a cell run with awaitResults")), "{v}");
+    assert_eq!(v["after"], "kept", "the pending call was not cancelled: {v}");
+    assert_eq!(host.calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+    // Uncaught, it fails the program as any rejected call does, and nothing is parked.
     let r = engine.exec(required("await yield_control('pause'); return 1"), RunScope::default()).await;
-    let (code, error) = failure(&r);
-    assert_eq!(code, "invalid_input");
-    assert!(error.contains("yield_control cannot park a cell run with awaitResults: true"), "{error}");
+    let (_, error) = failure(&r);
+    assert!(error.contains("yield_control cannot park a cell run with awaitResults"), "{error}");
     assert_eq!(engine.stats().parked_runs, 0);
 }
 
@@ -171,4 +180,31 @@ async fn a_timer_pending_at_park_fires_after_a_resume_in_another_process() {
     };
     let after = build_in(dir.path(), tools());
     assert_eq!(value(&wait(&after, &run_id(&first)).await), json!("fired"));
+}
+
+#[tokio::test]
+async fn ending_a_session_ends_its_runs_and_cancels_their_calls_and_leaves_other_sessions_alone() {
+    let (engine, host) = crate::support::gated_engine();
+    let session = |id: &str| RunScope { session_id: Some(id.to_owned()), ..RunScope::default() };
+    let cell = |code: &str| json!({ "title": "session", "code": code });
+    let parked = run_id(&engine.exec(cell("await yield_control('look'); return 1"), session("s1")).await);
+    // A run parked while its call is still running (timeoutMs 2 s; `hold` never answers).
+    let holding = engine.exec(cell("hold({}); await yield_control('look'); return 2"), session("s1")).await;
+    let holding = run_id(&holding);
+    let kept = run_id(&engine.exec(cell("await yield_control('look'); return 3"), session("s2")).await);
+    assert_eq!(engine.stats().parked_runs, 3);
+    let mut held = host.held.subscribe();
+    held.wait_for(|n| *n == 1).await.expect("the hold call started");
+
+    assert_eq!(engine.end_session("s1").await.expect("the runs are listed"), 2);
+    let mut dropped = host.dropped.subscribe();
+    dropped.wait_for(|n| *n == 1).await.expect("the held call was cancelled");
+    for run in [&parked, &holding] {
+        let r = engine.wait(json!({ "runId": run }), session("s1")).await;
+        let (_, error) = failure(&r);
+        assert!(error.contains("unavailable or expired"), "{error}");
+    }
+    assert_eq!(engine.stats().parked_runs, 1);
+    assert_eq!(value(&engine.wait(json!({ "runId": kept }), session("s2")).await), json!(3));
+    assert_eq!(engine.end_session("s1").await.expect("nothing left"), 0);
 }

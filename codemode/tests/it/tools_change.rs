@@ -269,3 +269,43 @@ async fn a_program_computing_while_a_person_is_asked_stays_charged_for_its_compu
         other => panic!("the program ran past its timeout: {}", serde_json::to_string(other).unwrap()),
     }
 }
+
+fn counter_scope(result: &CodeModeResult) -> String {
+    let telemetry = match result {
+        CodeModeResult::Completed(c) => &c.telemetry,
+        CodeModeResult::Waiting(w) => &w.telemetry,
+        CodeModeResult::Failed(f) => &f.telemetry,
+    };
+    telemetry.counter_scope.clone()
+}
+
+#[tokio::test]
+async fn the_counter_scope_is_kept_when_tools_are_appended_and_changes_when_they_are_replaced_or_restored() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = engine_in(dir.path(), vec![echo()]);
+    let first = counter_scope(&exec(&engine, "await echo({}); return 1").await);
+    assert!(engine.set_tools(vec![echo(), greet()]).expect("the tools change"));
+    let appended = exec(&engine, "await greet({}); return 2").await;
+    assert_eq!(counter_scope(&appended), first, "appending a tool keeps the counter lifetime");
+    assert_eq!(
+        match &appended {
+            CodeModeResult::Completed(c) => c.telemetry.call_count,
+            _ => 0,
+        },
+        2
+    );
+    assert!(engine.set_tools(vec![greet()]).expect("the tools change"));
+    let parked = exec(&engine, "await greet({}); await yield_control('look'); return 3").await;
+    let replaced = counter_scope(&parked);
+    assert_ne!(replaced, first, "removing a tool starts a new counter lifetime");
+    let id = run_id(&parked);
+    drop(engine);
+
+    // Another engine over the same folder restores the parked run with a catalog of its own.
+    let restored = engine_in(dir.path(), vec![greet()]);
+    let done = wait(&restored, &id).await;
+    assert_eq!(value(&done), json!(3));
+    let scope = counter_scope(&done);
+    assert!(scope.starts_with("cs_") && scope != replaced, "a restored catalog is a new counter lifetime: {scope}");
+    assert_eq!(counter_scope(&exec(&restored, "return 4").await), scope, "and the restoring engine's cells share it");
+}

@@ -325,7 +325,7 @@ async fn one_trace_runs_from_the_client_through_the_program_to_every_upstream_an
            await yield_control("parked for the trace test");
            const after = await MCP.everything.echo({{ message: "after the replay" }});
            return {{ echo: echo.content[0].text, file: file.content[0].text, sum: sum.content[0].text,
-                    denied: denied.isError, inner: JSON.parse(inner.content[0].text).value,
+                    denied: denied.isError, inner: inner.structuredContent.value,
                     after: after.content[0].text }};"#
     );
     let first = Gateway::start(&config, &state, &otlp, "codemode-outer").await;
