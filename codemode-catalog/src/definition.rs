@@ -86,6 +86,11 @@ pub struct ToolDefinition {
     /// The MCP server that owns the tool (`source == Mcp` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<String>,
+    /// The host namespace the tool is an operation of (not for MCP tools): the guest calls it as
+    /// `namespaces.<namespace>.<name>`, or `nodes.<name>` and `skills.<name>` for those two namespaces, and the
+    /// tool host receives the name `<namespace>.<name>` ([`ToolDefinition::host_name`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
     /// Whether the tool stays visible to the model next to exec and wait.
     #[serde(default)]
     pub direct_only: bool,
@@ -134,6 +139,7 @@ impl ToolDefinition {
             output_schema: None,
             source: ToolSource::default(),
             server: None,
+            namespace: None,
             direct_only: false,
             replay_safe: false,
             execution_mode: ExecutionMode::Parallel,
@@ -168,6 +174,21 @@ impl ToolDefinition {
     pub fn server(mut self, server: impl Into<String>) -> Self {
         self.server = Some(server.into());
         self
+    }
+
+    /// Makes the tool an operation of the host namespace `namespace` (see [`ToolDefinition::namespace`]).
+    #[must_use]
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(namespace.into());
+        self
+    }
+
+    /// The name the tool host receives for a call: `<namespace>.<name>` for a namespace operation, else the name.
+    pub fn host_name(&self) -> std::borrow::Cow<'_, str> {
+        match &self.namespace {
+            Some(namespace) if self.source != ToolSource::Mcp => format!("{namespace}.{}", self.name).into(),
+            _ => self.name.as_str().into(),
+        }
     }
 
     /// Sets whether the tool stays visible to the model next to exec and wait.

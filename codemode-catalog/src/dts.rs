@@ -178,16 +178,32 @@ pub fn bound(mut text: String) -> String {
     text
 }
 
-/// `tools/<callable>.d.ts`: one global async function.
+/// `tools/<callable>.d.ts`: one global async function, or one function of a host namespace.
 pub fn tool_file(callable: &str, description: &str, parameters: &Value, output: Option<&Value>) -> String {
     let mut r = TypeRenderer::new();
     let input = r.render(parameters, 0, 0);
     let output = output.map_or_else(|| "unknown".into(), |o| r.render(o, 0, 0));
     let mut out = String::new();
-    if !description.trim().is_empty() {
-        let _ = writeln!(out, "/** {} */", doc_text(description));
+    // A host namespace's operation (`namespaces.docs.search`) is a function inside its namespace.
+    let (space, function, indent) = match callable.rsplit_once('.') {
+        Some((space, function)) => (Some(space), function, "  "),
+        None => (None, callable, ""),
+    };
+    if let Some(space) = space {
+        let _ = writeln!(out, "declare namespace {space} {{");
     }
-    let _ = writeln!(out, "declare function {callable}(input: {input}): Promise<{output}>;");
+    if !description.trim().is_empty() {
+        let _ = writeln!(out, "{indent}/** {} */", doc_text(description));
+    }
+    let (input, output) = match space {
+        Some(_) => (input.replace('\n', "\n  "), output.replace('\n', "\n  ")),
+        None => (input, output),
+    };
+    let declare = if space.is_some() { "" } else { "declare " };
+    let _ = writeln!(out, "{indent}{declare}function {function}(input: {input}): Promise<{output}>;");
+    if space.is_some() {
+        out.push_str("}\n");
+    }
     bound(out)
 }
 

@@ -209,7 +209,16 @@ impl std::fmt::Debug for Catalog {
 }
 
 fn catalog_id(def: &ToolDefinition) -> String {
-    format!("{}:{}:{}", def.source.as_str(), def.server.as_deref().unwrap_or(""), def.name)
+    let owner = def.server.as_deref().or(def.namespace.as_deref()).unwrap_or("");
+    format!("{}:{owner}:{}", def.source.as_str(), def.name)
+}
+
+/// The host namespaces that are guest globals of their own; every other one is a member of `namespaces`.
+pub const GLOBAL_NAMESPACES: &[&str] = &["nodes", "skills"];
+
+/// A definition the catalog places in a host namespace.
+fn in_namespace(def: &ToolDefinition) -> bool {
+    def.namespace.is_some() && def.source != ToolSource::Mcp
 }
 
 fn source_rank(source: ToolSource) -> u8 {
@@ -222,11 +231,12 @@ fn source_rank(source: ToolSource) -> u8 {
     }
 }
 
-/// The path a policy rule matches for `def`: `<server>.<tool>` for MCP tools, the tool's name otherwise.
+/// The path a policy rule matches for `def`: `<server>.<tool>` for MCP tools, `<namespace>.<operation>` for a
+/// host namespace's operations, the tool's name otherwise.
 pub fn policy_path(def: &ToolDefinition) -> String {
     match (&def.server, def.source) {
         (Some(server), ToolSource::Mcp) => format!("{server}.{}", def.name),
-        _ => def.name.clone(),
+        _ => def.host_name().into_owned(),
     }
 }
 
@@ -255,6 +265,30 @@ fn make_entry(callable_name: String, definition: ToolDefinition, policy: Option<
     }
 }
 
+/// The callable paths of host namespace operations, with their catalog ids: `nodes.<op>` and `skills.<op>`, else
+/// `namespaces.<namespace>.<op>`; namespaces in first-seen order, names camelCase as MCP's are.
+fn namespace_paths(defs: Vec<ToolDefinition>) -> Vec<(String, String, ToolDefinition)> {
+    let mut spaces: IndexMap<String, Vec<ToolDefinition>> = IndexMap::new();
+    for def in defs {
+        spaces.entry(def.namespace.clone().unwrap_or_default()).or_default().push(def);
+    }
+    let members: Vec<&str> =
+        spaces.keys().map(String::as_str).filter(|name| !GLOBAL_NAMESPACES.contains(name)).collect();
+    let mut members = names::allocate_namespace(&members, &[]).into_iter();
+    let mut out = Vec::new();
+    for (name, ops) in spaces {
+        let prefix = if GLOBAL_NAMESPACES.contains(&name.as_str()) {
+            name
+        } else {
+            format!("namespaces.{}", members.next().unwrap_or_default())
+        };
+        let op_names: Vec<&str> = ops.iter().map(|d| d.name.as_str()).collect();
+        let js_names = names::allocate_namespace(&op_names, &[]);
+        out.extend(ops.into_iter().zip(js_names).map(|(def, js)| (format!("{prefix}.{js}"), catalog_id(&def), def)));
+    }
+    out
+}
+
 fn bounded(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         return text.to_owned();
@@ -277,9 +311,10 @@ impl Catalog {
         defs.sort_by_key(|d| source_rank(d.source));
         let denied = |d: &ToolDefinition| {
             options.denied.iter().any(|n| {
-                n == &d.name
+                (n == &d.name && !in_namespace(d))
                     || d.server
                         .as_deref()
+                        .or(d.namespace.as_deref())
                         .is_some_and(|s| n.strip_prefix(s).and_then(|r| r.strip_prefix('.')) == Some(&d.name))
             })
         };
@@ -288,6 +323,7 @@ impl Catalog {
         let mut native: IndexMap<String, ToolDefinition> = IndexMap::new();
         let mut mcp: Vec<ToolDefinition> = Vec::new();
         let mut mcp_seen: std::collections::HashSet<(String, String)> = std::collections::HashSet::new();
+        let mut spaces: IndexMap<(String, String), ToolDefinition> = IndexMap::new();
         for def in defs {
             if denied(&def) || TOOL_SEARCH_CONTROLS.contains(&def.name.as_str()) {
                 continue;
@@ -300,6 +336,13 @@ impl Catalog {
                 let key = (def.server.clone().unwrap_or_default(), def.name.clone());
                 if mcp_seen.insert(key) {
                     mcp.push(def);
+                }
+                continue;
+            }
+            if in_namespace(&def) {
+                let key = (def.namespace.clone().unwrap_or_default(), def.name.clone());
+                if let Entry::Vacant(slot) = spaces.entry(key) {
+                    slot.insert(def);
                 }
                 continue;
             }
@@ -326,6 +369,7 @@ impl Catalog {
         let callable = names::allocate(&requests, &reserved_extra)?;
         let mut paired: Vec<(String, String, ToolDefinition)> =
             callable.into_iter().zip(ids).zip(native).map(|((c, id), d)| (c, id, d)).collect();
+        paired.extend(namespace_paths(spaces.into_values().collect()));
         paired.sort_by(|a, b| names::locale_cmp(&a.0, &b.0));
         let mut redactions = Vec::with_capacity(paired.len() + mcp.len());
         let mut entries = Vec::with_capacity(paired.len());
@@ -373,7 +417,8 @@ impl Catalog {
         Ok(Catalog { entries, by_callable, direct_only, mcp_servers, mcp_entries, redactions, search, options })
     }
 
-    /// Callable (non-MCP, non-direct-only) entries, sorted by callable name as `localeCompare` sorts.
+    /// Callable (non-MCP, non-direct-only) entries, host namespace operations among them, sorted by callable name
+    /// as `localeCompare` sorts.
     pub fn entries(&self) -> &[CatalogEntry] {
         &self.entries
     }

@@ -91,8 +91,11 @@ async def test_the_toolset_offers_mcp_servers_beside_python_functions():
         returns = [p for m in messages for p in getattr(m, "parts", []) if isinstance(p, ToolReturnPart)]
         if not returns:
             return ModelResponse(parts=[ToolCallPart("exec", {"title": "Both", "code": code})])
-        return ModelResponse(parts=[TextPart(repr(returns[-1].content["value"]))])
+        return ModelResponse(parts=[TextPart(returns[-1].content)])
 
+    # The model reads a result that read MCP content as text between external-content markers.
     result = await Agent(FunctionModel(model), toolsets=[toolset]).run("add and echo")
-    assert result.output == "[3, 'Echo: hi']"
+    assert result.output.startswith("SECURITY NOTICE"), result.output
+    assert '<<<EXTERNAL_UNTRUSTED_CONTENT id="' in result.output
+    assert '"value":[3,"Echo: hi"]' in result.output
     toolset.codemode.close()

@@ -123,9 +123,12 @@ impl Recorder {
         }
         let (tool, path, server, args) = match &request.call {
             BridgeCall::CallValue(CallValueArgs { tool, args }) => match inner.catalog.by_callable(tool) {
-                Some(entry) => {
-                    (entry.definition.name.clone(), tool.clone(), entry.definition.server.clone(), args.as_ref())
-                }
+                Some(entry) => (
+                    entry.definition.host_name().into_owned(),
+                    tool.clone(),
+                    entry.definition.server.clone(),
+                    args.as_ref(),
+                ),
                 None => (tool.clone(), tool.clone(), None, args.as_ref()),
             },
             BridgeCall::Namespace(NamespaceArgs { server, target, args }) => {

@@ -123,7 +123,7 @@ pub(crate) fn dispatch(
                 let Some(entry) = inner.catalog.by_callable(&tool) else {
                     return invalid(unknown_tool(&tool));
                 };
-                let name = entry.definition.name.clone();
+                let name = entry.definition.host_name().into_owned();
                 let result = inner.host.call_tool(&name, tool_args, cx).await;
                 fire_abort.disarm();
                 match result {
@@ -493,7 +493,7 @@ fn record_write(parts: &mut RunParts<'_>, id: u32, method: BridgeMethod, entry: 
     parts.effects.insert(
         id,
         WriteEffect {
-            tool: entry.definition.name.clone(),
+            tool: entry.definition.host_name().into_owned(),
             call_id: codemode_telemetry::otel::tool_call_id(method.as_str(), id),
             status: EffectStatus::Uncertain,
             preview: preview(parts.redactor, args, EFFECT_PREVIEW_BYTES),

@@ -95,7 +95,7 @@ pub(crate) fn call_name(inner: &Inner, id: u32, call: &BridgeCall) -> Option<Cal
     let (tool, server, write) = match call {
         BridgeCall::CallValue(args) => match inner.catalog.by_callable(&args.tool) {
             Some(entry) => (
-                entry.definition.name.clone(),
+                entry.definition.host_name().into_owned(),
                 entry.definition.server.clone(),
                 entry.definition.effect_class() == EffectClass::Write,
             ),

@@ -228,6 +228,16 @@ impl CodeModeBuilder {
         self
     }
 
+    /// Adds a host namespace: `operations` become `namespaces.<name>.<op>` in the guest (`nodes.<op>` and
+    /// `skills.<op>` for those two names), listed by `catalog` and `API`, called through the same policy,
+    /// approvals, journal and activity as tools; the tool host receives each call as `<name>.<op>`. Each
+    /// operation's effect class, replay safety and schemas are its definition's. Call after [`Self::tools`],
+    /// which replaces the list.
+    pub fn namespace(mut self, name: &str, operations: Vec<ToolDefinition>) -> Self {
+        self.tools.extend(operations.into_iter().map(|op| op.namespace(name)));
+        self
+    }
+
     /// Tool names that must not exist in any run.
     pub fn deny(mut self, names: Vec<String>) -> Self {
         self.denied = names;

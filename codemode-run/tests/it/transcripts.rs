@@ -281,15 +281,18 @@ fn a_required_cell_still_times_out_on_its_own_computation() {
 }
 
 #[test]
-fn yield_control_fails_a_required_cell() {
+fn yield_control_in_a_required_cell_rejects_catchably_and_the_program_goes_on() {
     let mut run = fresh(true);
     let transcript = Stage::at(1_000).play(
         &mut run,
         1_000,
-        vec![quiescent(vec![request(1, BridgeMethod::Yield, json!({ "reason": "pause" }))], 1)],
+        vec![
+            quiescent(vec![request(1, BridgeMethod::Yield, json!({ "reason": "pause" }))], 1),
+            returned(json!("caught"), 0),
+        ],
     );
     assert_snapshot!(transcript);
-    assert!(!run.cell_reusable(), "the program is mid-flight: its worker is not reused");
+    assert!(run.cell_reusable(), "the program finished: its worker goes back to the pool");
 }
 
 #[test]

@@ -211,6 +211,9 @@
   // Installs the run's globals; called once, right before the user's program.
   function install(globalsJson) {
     const globals = parse(globalsJson);
+    // Host namespaces' operations by namespace: `namespaces.<name>` members, and the `nodes` and `skills` globals.
+    const spaces = create(null);
+    const roots = create(null);
     for (const name of globals.tools) {
       // A real async function, as the guest API promises (its prototype is AsyncFunction.prototype), awaiting
       // the request itself: one promise per call besides the engine's own.
@@ -219,7 +222,16 @@
       };
       hidden(fn, 'name', name);
       hidden(fn, 'describe', describeTool);
-      hidden(G, name, fn);
+      const path = apply(stringSplit, name, ['.']);
+      if (path.length === 1) {
+        hidden(G, name, fn);
+      } else if (path[0] === 'namespaces') {
+        if (spaces[path[1]] === undefined) spaces[path[1]] = create(null);
+        visible(spaces[path[1]], path[2], fn);
+      } else {
+        if (roots[path[0]] === undefined) roots[path[0]] = create(null);
+        visible(roots[path[0]], path[1], fn);
+      }
     }
     // Servers and their tools are enumerable, so `Object.keys(MCP)` and `Object.keys(MCP.<server>)` list them;
     // `$api`, `resources` and `prompts` are not tools and stay out of the listing.
@@ -244,7 +256,10 @@
     }
     freeze(mcpServerOf);
     hidden(G, 'MCP', freeze(mcp));
-    hidden(G, 'namespaces', freeze(create(null)));
+    const namespaces = create(null);
+    for (const key of keysOf(spaces)) visible(namespaces, key, freeze(spaces[key]));
+    hidden(G, 'namespaces', freeze(namespaces));
+    for (const key of keysOf(roots)) hidden(G, key, freeze(roots[key]));
     // The declaration files come with the context's globals: listing and reading them makes no request.
     const api = create(null);
     hidden(api, 'list', async (prefix) => natives.apiList(prefix === undefined ? '' : Str(prefix)));

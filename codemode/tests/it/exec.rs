@@ -320,6 +320,56 @@ async fn only_a_result_that_read_what_a_server_sent_is_marked_and_wrapped_for_th
     assert!(text.contains("<<<END_EXTERNAL_UNTRUSTED_CONTENT id=\""), "{text}");
 }
 
+#[tokio::test]
+async fn host_namespaces_are_guest_objects_called_through_the_catalog_and_the_policy() {
+    let policy =
+        codemode::Policy::from_json("policy", &json!({ "rules": [{ "match": "docs.remove", "policy": "deny" }] }))
+            .expect("a policy");
+    let op = |name: &str| tool(name, json!({ "type": "object", "properties": { "q": { "type": "string" } } }));
+    let engine = CodeMode::builder()
+        .limits(Limits { timeout_ms: 5_000, ..Limits::default() })
+        .tools(tools())
+        .namespace("docs", vec![op("search").label("Search the docs"), op("remove")])
+        .namespace("skills", vec![op("list")])
+        .policy(policy)
+        .host(std::sync::Arc::new(TestHost::default()))
+        .warm_workers(1)
+        .build()
+        .expect("the engine builds");
+    let r = exec(
+        &engine,
+        "const keys = [Object.keys(namespaces), Object.keys(namespaces.docs), Object.keys(skills), typeof nodes]; \
+         const direct = await namespaces.docs.search({ q: 'x' }); \
+         const skill = await skills.list({}); \
+         let denied; try { await namespaces.docs.remove({ q: 'y' }); } catch (e) { denied = [e.code, e.effectStatus]; } \
+         let bad; try { await namespaces.docs.search({ q: 5 }); } catch (e) { bad = e.code; } \
+         const [handle] = await catalog.search('Search the docs', { limit: 1 }); \
+         const viaHandle = await handle({ q: 'h' }); \
+         const files = (await API.list('tools/n')).files.map(f => f.path); \
+         const decl = (await API.read('tools/namespaces.docs.search.d.ts')).content; \
+         const all = catalog.all().map(h => h.callableName).filter(n => n.includes('.')); \
+         return { keys, direct, skill, denied, bad, handle: handle.callableName, viaHandle, files, decl, all }",
+    )
+    .await;
+    let v = value(&r);
+    assert_eq!(v["keys"], json!([["docs"], ["remove", "search"], ["list"], "undefined"]), "{v}");
+    assert_eq!(v["direct"], json!({ "op": "docs.search", "args": { "q": "x" } }), "the host gets <namespace>.<op>");
+    assert_eq!(v["skill"]["op"], "skills.list", "{v}");
+    assert_eq!(v["denied"], json!(["denied", "not_started"]), "the policy matches docs.remove: {v}");
+    assert_eq!(v["bad"], "input_contract", "the operation's input schema holds: {v}");
+    assert_eq!(v["handle"], "namespaces.docs.search", "{v}");
+    assert_eq!(v["viaHandle"]["op"], "docs.search", "{v}");
+    assert_eq!(v["files"], json!(["tools/namespaces.docs.remove.d.ts", "tools/namespaces.docs.search.d.ts"]), "{v}");
+    assert_eq!(
+        v["decl"],
+        "declare namespace namespaces.docs {\n  /** test tool search */\n  function search(input: {\n    q?: string;\n  }): \
+         Promise<unknown>;\n}\n"
+    );
+    assert_eq!(v["all"], json!(["namespaces.docs.remove", "namespaces.docs.search", "skills.list"]), "{v}");
+    let codemode::CodeModeResult::Completed(c) = &r else { panic!("{r:?}") };
+    assert_eq!(c.telemetry.call_count, 3, "the three operation calls that ran count as tool calls: {:?}", c.telemetry);
+}
+
 /// Regression: the prelude installs `DOMException`; a tool of that name gets another callable name and the
 /// global keeps working.
 #[tokio::test]
