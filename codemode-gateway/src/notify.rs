@@ -58,6 +58,8 @@ impl ClientProgress {
             return;
         }
         let message = match event {
+            // The client made the request that began the cell: it needs no notice of it.
+            ActivityEvent::CellStarted(_) => return,
             ActivityEvent::CallStarted(start) => format!("started {}", start.path),
             ActivityEvent::Progress(report) => {
                 let of = report.total.map(|total| format!("/{total}")).unwrap_or_default();

@@ -18,7 +18,7 @@ use codemode_bridge::{
 };
 use codemode_telemetry::{
     Activity, ActivityEvent, ActivityHook, ActivityLimits, ActivityLog, CallEffect, CallProgressEvent, CallRecord,
-    CallStart, CallStatus, Redactor,
+    CallStart, CallStatus, CellStart, Redactor, TOOL_KIND,
 };
 use serde_json::Value;
 
@@ -107,6 +107,16 @@ impl Recorder {
             })),
             (engine, call) => engine.or(call),
         };
+        self.cell.tool_input_kind = self.log.input_kind;
+        if let Some(hook) = &current {
+            hook(&ActivityEvent::CellStarted(CellStart {
+                run_id: self.run_id.clone(),
+                cell: self.log.cell,
+                tool: if self.log.cell == 1 { "exec".into() } else { "wait".into() },
+                tool_kind: TOOL_KIND.into(),
+                tool_input_kind: self.log.input_kind,
+            }));
+        }
         *self.hook.write().unwrap_or_else(std::sync::PoisonError::into_inner) = current;
     }
 

@@ -17,8 +17,8 @@ use codemode_snapshot::{
     Accepted, AskedCall, CallName, Checkpoint, Clock, EffectEntry, PendingRequest, Projection, RunOwner, Slot,
     StoreError, YieldRequest,
 };
-use codemode_telemetry::Telemetry;
 use codemode_telemetry::span::Span;
+use codemode_telemetry::{ActivityLog, InputKind, Telemetry};
 use codemode_vm::pool::{Death, PoolConfig, WorkerPool, WorkerProcess};
 use codemode_vm::protocol::{CellLimits, HostMessage, WorkerMessage};
 use serde_json::Value;
@@ -264,6 +264,7 @@ async fn exec_run(
         Ok(prepared) => prepared,
         Err(e) => return input_failure(&inner, &scope, e.message),
     };
+    let typescript = prepared.transformed;
     let run_id = codemode_snapshot::new_run_id();
     let idempotency = options.idempotency_key.clone();
     if let Some(key) = &idempotency {
@@ -305,7 +306,9 @@ async fn exec_run(
         shared_journal: Some(inner.journals.clone()),
     });
     machine.begin(now_ms, inner.limits.timeout_ms);
-    let mut activity = Recorder::new(&inner, &run_id, Default::default());
+    let input_kind = if typescript { InputKind::Typescript } else { InputKind::Javascript };
+    crate::trace::record_input_kind(span, input_kind);
+    let mut activity = Recorder::new(&inner, &run_id, ActivityLog { input_kind, ..ActivityLog::default() });
     activity.begin(&inner, &machine.source, options.activity.clone(), options.activity_in_json);
     let run = LiveRun {
         run_id,

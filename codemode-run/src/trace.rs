@@ -31,8 +31,16 @@ pub(crate) fn run_span(tool: &'static str) -> Span {
         attributes: vec![
             KeyValue::new(attr::GEN_AI_OPERATION_NAME, otel::EXECUTE_TOOL),
             KeyValue::new(attr::GEN_AI_TOOL_NAME, tool),
+            KeyValue::new(attr::TOOL_KIND, codemode_telemetry::TOOL_KIND),
         ],
     })
+}
+
+/// Puts what the program was written in on an `exec` span.
+pub(crate) fn record_input_kind(span: &Span, kind: codemode_telemetry::InputKind) {
+    if !span.is_disabled() {
+        span.set(attr::TOOL_INPUT_KIND, kind.as_str());
+    }
 }
 
 /// Puts the program's digest and length on an `exec` span.

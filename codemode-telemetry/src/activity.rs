@@ -7,6 +7,7 @@
 //! and is redacted before it is put here (the recorder in `codemode-run` does that); a log never holds more than its
 //! [`ActivityLimits`], and what it drops is counted.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -159,6 +160,9 @@ pub struct ActivityLog {
     /// Bytes of JSON the kept records take.
     #[serde(default)]
     pub bytes: u64,
+    /// What the run's program was written in, as its `exec` found it.
+    #[serde(default)]
+    pub input_kind: InputKind,
 }
 
 impl ActivityLog {
@@ -207,6 +211,13 @@ pub struct Activity {
     pub run_id: String,
     /// The cell this result ends (1 for the `exec`).
     pub cell: u32,
+    /// What the cell is to a host's hooks and policies: always [`TOOL_KIND`], a code-mode cell, not a shell-style
+    /// `exec` of the same tool name (the seed's `toolKind`).
+    #[serde(default = "tool_kind")]
+    pub tool_kind: Cow<'static, str>,
+    /// What the program was written in (the seed's `toolInputKind`).
+    #[serde(default)]
+    pub tool_input_kind: InputKind,
     /// The run's program as people may see it: credential literals, token shapes, registered secrets and
     /// configured patterns masked, capped at [`ActivityLimits::source_bytes`]. What runs is the original.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -230,6 +241,8 @@ impl Activity {
         Activity {
             run_id: run_id.into(),
             cell,
+            tool_kind: Cow::Borrowed(TOOL_KIND),
+            tool_input_kind: InputKind::default(),
             source: String::new(),
             calls: Vec::new(),
             dropped: Dropped::default(),
@@ -263,6 +276,51 @@ fn yes() -> bool {
     true
 }
 
+fn tool_kind() -> Cow<'static, str> {
+    Cow::Borrowed(TOOL_KIND)
+}
+
+/// The `toolKind` of a code-mode cell (an `exec` or a `wait` of code mode).
+pub const TOOL_KIND: &str = "code_mode_exec";
+
+/// What a program was written in: `typescript` when it used TypeScript-only syntax (its source went through the
+/// TypeScript transform), else `javascript`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputKind {
+    /// JavaScript (also a TypeScript program with no TypeScript-only syntax).
+    #[default]
+    Javascript,
+    /// TypeScript.
+    Typescript,
+}
+
+impl InputKind {
+    /// The kind as the seed spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InputKind::Javascript => "javascript",
+            InputKind::Typescript => "typescript",
+        }
+    }
+}
+
+/// A code-mode cell began: the `exec` (cell 1) or a `wait` that resumed the run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CellStart {
+    /// The run.
+    pub run_id: String,
+    /// The cell (1 for the `exec`).
+    pub cell: u32,
+    /// The outer tool: `exec` or `wait`.
+    pub tool: Cow<'static, str>,
+    /// Always [`TOOL_KIND`].
+    pub tool_kind: Cow<'static, str>,
+    /// What the program was written in.
+    pub tool_input_kind: InputKind,
+}
+
 fn is_false(b: &bool) -> bool {
     !*b
 }
@@ -291,6 +349,8 @@ pub struct CallProgressEvent {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "camelCase")]
 pub enum ActivityEvent {
+    /// A cell began, before any of its calls.
+    CellStarted(CellStart),
     /// A call reached the host.
     CallStarted(CallStart),
     /// A call's tool reported progress.

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 pub use activity::{
     Activity, ActivityEvent, ActivityHook, ActivityLimits, ActivityLog, CallEffect, CallProgressEvent, CallRecord,
-    CallStart, CallStatus, Dropped,
+    CallStart, CallStatus, CellStart, Dropped, InputKind, TOOL_KIND,
 };
 pub use redact::{MASK, PatternError, Redactor};
 

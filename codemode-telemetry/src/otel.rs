@@ -75,6 +75,10 @@ pub mod attr {
     pub const SOURCE_SHA256: &str = "codemode.source.sha256";
     /// The program's length in bytes.
     pub const SOURCE_LENGTH: &str = "codemode.source.length";
+    /// An `exec`/`wait` span's kind of tool: `code_mode_exec` (the seed's `toolKind`).
+    pub const TOOL_KIND: &str = "codemode.tool_kind";
+    /// What an `exec`'s program was written in: `javascript` or `typescript` (the seed's `toolInputKind`).
+    pub const TOOL_INPUT_KIND: &str = "codemode.tool_input_kind";
 }
 
 /// Metric names (OpenTelemetry instruments, recorded by the [`Metrics`] sink, or through tracing-opentelemetry's

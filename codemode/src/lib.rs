@@ -62,7 +62,8 @@ pub use codemode_run::RunScope;
 pub use codemode_snapshot::Keyring;
 pub use codemode_surface::ToolSpec;
 pub use codemode_telemetry::{
-    Activity, ActivityEvent, ActivityHook, ActivityLimits, CallEffect, CallRecord, CallStart, CallStatus, Redactor,
+    Activity, ActivityEvent, ActivityHook, ActivityLimits, CallEffect, CallRecord, CallStart, CallStatus, CellStart,
+    InputKind, Redactor,
 };
 pub use codemode_vm::confine::Confinement;
 

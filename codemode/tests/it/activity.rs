@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use codemode::bridge::{CallContext, ToolError, ToolHost};
 use codemode::{
-    Activity, ActivityEvent, CallEffect, CallStatus, CodeMode, CodeModeResult, ExecOptions, Limits, Redactor, RunScope,
-    ToolDefinition, ToolSource,
+    Activity, ActivityEvent, CallEffect, CallStatus, CodeMode, CodeModeResult, ExecOptions, InputKind, Limits,
+    Redactor, RunScope, ToolDefinition, ToolSource,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -130,7 +130,7 @@ async fn an_engine_that_keeps_no_activity_records_only_the_cells_someone_reads()
     let seen = Arc::new(Mutex::new(0usize));
     let counted = seen.clone();
     let hooked = exec(&engine, code, &ExecOptions::default().on_activity(move |_| *counted.lock().unwrap() += 1)).await;
-    assert_eq!((activity(&hooked).calls.len(), *seen.lock().unwrap()), (2, 4), "two starts and two finishes");
+    assert_eq!((activity(&hooked).calls.len(), *seen.lock().unwrap()), (2, 5), "the cell, two starts and two finishes");
 }
 
 #[tokio::test]
@@ -200,17 +200,31 @@ async fn the_hook_sees_starts_progress_and_finishes_as_they_happen() {
     let kinds: Vec<&str> = events
         .iter()
         .map(|e| match e {
+            ActivityEvent::CellStarted(_) => "cell",
             ActivityEvent::CallStarted(_) => "started",
             ActivityEvent::Progress(_) => "progress",
             ActivityEvent::CallFinished(_) => "finished",
         })
         .collect();
-    assert_eq!(kinds, ["started", "progress", "progress", "finished"]);
-    let ActivityEvent::Progress(first) = &events[1] else { unreachable!() };
+    assert_eq!(kinds, ["cell", "started", "progress", "progress", "finished"]);
+    let ActivityEvent::CellStarted(cell) = &events[0] else { unreachable!() };
+    assert_eq!(
+        (cell.tool.as_ref(), cell.tool_kind.as_ref(), cell.tool_input_kind, cell.cell),
+        ("exec", "code_mode_exec", InputKind::Javascript, 1),
+        "a hook tells a code-mode cell from a shell exec"
+    );
+    let ActivityEvent::Progress(first) = &events[2] else { unreachable!() };
     assert_eq!((first.progress, first.total), (1.0, Some(2.0)));
     assert_eq!(first.call_id, "bridge:callValue:1");
     assert_eq!(first.message.as_deref(), Some("half way, key [REDACTED]"));
-    assert_eq!(*own.lock().unwrap(), 4, "the call's own hook gets the same events");
+    assert_eq!(*own.lock().unwrap(), 5, "the call's own hook gets the same events");
+
+    let typed = exec(&engine, "const n: number = await echo({ n: 1 }).then((r) => r.n); return n", &options).await;
+    assert_eq!(crate::support::value(&typed), json!(1));
+    let activity = activity(&typed);
+    assert_eq!((activity.tool_kind.as_ref(), activity.tool_input_kind), ("code_mode_exec", InputKind::Typescript));
+    let json = serde_json::to_value(activity).unwrap();
+    assert_eq!((&json["toolKind"], &json["toolInputKind"]), (&json!("code_mode_exec"), &json!("typescript")));
 }
 
 const PARKING: &str = "const a = await echo({ step: 1 }); const b = await leak({ n: 2 }); \
@@ -249,6 +263,14 @@ async fn a_resume_by_replay_marks_the_calls_it_delivers_again() {
     let finished_replayed =
         events.iter().filter(|e| matches!(e, ActivityEvent::CallFinished(r) if r.start.replayed)).count();
     assert_eq!((finished_live, finished_replayed), (3, 2), "each call finished live once");
+    let cells: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            ActivityEvent::CellStarted(c) => Some((c.cell, c.tool.as_ref(), c.tool_input_kind)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(cells, [(1, "exec", InputKind::Javascript), (2, "wait", InputKind::Javascript)]);
 }
 
 #[tokio::test]
