@@ -32,7 +32,55 @@ impl ContractError {
 
 /// A lazily compiled schema, shared between clones of an entry.
 #[derive(Clone, Default)]
-pub(crate) struct LazyValidator(Arc<OnceLock<Result<Validator, String>>>);
+pub(crate) struct LazyValidator(Arc<OnceLock<Result<Compiled, String>>>);
+
+/// A schema as checked: the two shapes most tools declare when they take anything are checked without the
+/// validator.
+enum Compiled {
+    /// `true`, `{}` or only annotations: every value is valid.
+    Any,
+    /// `{"type": "object"}` with at most annotations and an empty `properties`: every object is valid.
+    AnyObject,
+    /// Anything else, compiled by `jsonschema`.
+    Full(Box<Validator>),
+}
+
+/// Whether `key: value` is an annotation, well formed: a keyword that never makes a value invalid.
+fn is_annotation(key: &str, value: &Value) -> bool {
+    match key {
+        "$schema" | "$id" | "$comment" | "title" | "description" => value.is_string(),
+        "examples" => value.is_array(),
+        "deprecated" => value.is_boolean(),
+        "default" => true,
+        _ => false,
+    }
+}
+
+impl Compiled {
+    fn of(schema: &Value) -> Result<Compiled, String> {
+        let trivial = match schema {
+            Value::Bool(true) => Some(Compiled::Any),
+            Value::Object(map) => {
+                let mut object = false;
+                let only_annotations = map.iter().all(|(key, value)| match key.as_str() {
+                    "type" if value == "object" => {
+                        object = true;
+                        true
+                    }
+                    "properties" => value.as_object().is_some_and(serde_json::Map::is_empty),
+                    key => is_annotation(key, value),
+                });
+                // An empty `properties` constrains nothing with or without `type`.
+                only_annotations.then_some(if object { Compiled::AnyObject } else { Compiled::Any })
+            }
+            _ => None,
+        };
+        match trivial {
+            Some(compiled) => Ok(compiled),
+            None => jsonschema::validator_for(schema).map(|v| Compiled::Full(Box::new(v))).map_err(|e| e.to_string()),
+        }
+    }
+}
 
 impl std::fmt::Debug for LazyValidator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -43,11 +91,22 @@ impl std::fmt::Debug for LazyValidator {
 impl LazyValidator {
     /// Validates `value`; `Err(None)` when the schema itself does not compile.
     pub(crate) fn check(&self, schema: &Value, value: &Value) -> Result<(), Option<String>> {
-        let compiled = self.0.get_or_init(|| jsonschema::validator_for(schema).map_err(|e| e.to_string()));
-        let validator = compiled.as_ref().map_err(|_| None)?;
-        if validator.is_valid(value) {
-            return Ok(());
-        }
+        let compiled;
+        let validator = match self.0.get_or_init(|| Compiled::of(schema)).as_ref().map_err(|_| None)? {
+            Compiled::Any => return Ok(()),
+            Compiled::AnyObject if value.is_object() => return Ok(()),
+            // A refused call is worded by the validator, as any other.
+            Compiled::AnyObject => {
+                compiled = jsonschema::validator_for(schema).map_err(|_| None)?;
+                &compiled
+            }
+            Compiled::Full(validator) => {
+                if validator.is_valid(value) {
+                    return Ok(());
+                }
+                &**validator
+            }
+        };
         let parts: Vec<String> = validator.iter_errors(value).take(MAX_REPORTED).map(|e| describe(&e)).collect();
         Err(Some(if parts.is_empty() { "must match the schema".into() } else { parts.join("; ") }))
     }
@@ -115,4 +174,40 @@ fn describe(error: &ValidationError<'_>) -> String {
     };
     let path = if path.is_empty() { "input" } else { &path };
     format!("{path}: {message}")
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{Compiled, LazyValidator};
+
+    #[test]
+    fn trivial_schemas_are_checked_without_the_validator_and_refuse_as_it_does() {
+        assert!(matches!(Compiled::of(&json!({})), Ok(Compiled::Any)));
+        assert!(matches!(Compiled::of(&json!(true)), Ok(Compiled::Any)));
+        let object = json!({ "type": "object", "properties": {}, "description": "anything" });
+        assert!(matches!(Compiled::of(&object), Ok(Compiled::AnyObject)));
+        for constrained in [
+            json!({ "type": "object", "required": ["a"] }),
+            json!({ "type": "object", "properties": { "a": { "type": "string" } } }),
+            json!({ "type": "object", "title": 5 }),
+            json!({ "type": "objekt" }),
+        ] {
+            assert!(!matches!(Compiled::of(&constrained), Ok(Compiled::Any | Compiled::AnyObject)), "{constrained}");
+        }
+        let lazy = LazyValidator::default();
+        assert_eq!(lazy.check(&object, &json!({ "x": 1 })), Ok(()));
+        let worded = lazy.check(&object, &json!(5)).expect_err("a number is not an object");
+        assert_eq!(
+            worded,
+            LazyValidator(std::sync::Arc::new(std::sync::OnceLock::from(
+                jsonschema::validator_for(&json!({ "type": "object", "minProperties": 0 }))
+                    .map(|v| Compiled::Full(Box::new(v)))
+                    .map_err(|e| e.to_string())
+            )))
+            .check(&object, &json!(5))
+            .expect_err("the validator refuses it too")
+        );
+    }
 }
