@@ -496,11 +496,9 @@ fn record_write(parts: &mut RunParts<'_>, id: u32, method: BridgeMethod, entry: 
             tool: entry.definition.host_name().into_owned(),
             call_id: codemode_telemetry::otel::tool_call_id(method.as_str(), id),
             status: EffectStatus::Uncertain,
-            // Redacted only if a result lists it or a checkpoint keeps it.
-            preview: String::new(),
+            preview: preview(parts.redactor, args, EFFECT_PREVIEW_BYTES),
         },
     );
-    parts.effect_args.insert(id, args.clone());
 }
 
 /// What the tool policy lets a call do.

@@ -18,7 +18,6 @@ use codemode_bridge::{
     Settlement, SettlementValue, SharedBytes, SleepArgs, WaitReason, WriteEffect,
 };
 use codemode_snapshot::{AskedCall, Checkpoint};
-use codemode_telemetry::Redactor;
 use codemode_vm::pool::Death;
 use codemode_vm::protocol::{CellFailure, CellLimits, GuestGlobals, GuestOutcome, HostMessage, Start, WorkerMessage};
 use serde_json::{Value, json};
@@ -233,9 +232,6 @@ pub struct RunMachine {
     held: BTreeMap<u32, u32>,
     /// The host's record of the run's write-class calls, by request id, across all its waits.
     pub(crate) effects: BTreeMap<u32, WriteEffect>,
-    /// The arguments of the write effects whose preview is still empty, by request id: a preview is redacted only
-    /// when a result lists the writes or a checkpoint keeps them ([`RunMachine::write_effect`]).
-    pub(crate) effect_args: BTreeMap<u32, Value>,
     /// Nested tool calls (`callValue`, `namespace`) dispatched and not settled yet, by request id.
     tool_calls: BTreeSet<u32>,
     /// Tool calls whose task panicked: their effect is `uncertain`, whatever their settlement says.
@@ -330,7 +326,6 @@ impl RunMachine {
             fresh_from: u32::MAX,
             held: BTreeMap::new(),
             effects: BTreeMap::new(),
-            effect_args: BTreeMap::new(),
             tool_calls: BTreeSet::new(),
             host_failed: BTreeSet::new(),
             call_counts: CallCounts::default(),
@@ -377,7 +372,6 @@ impl RunMachine {
             fresh_from: u32::MAX,
             held: BTreeMap::new(),
             effects: checkpoint.effects.iter().map(|e| (e.id, e.effect.clone())).collect(),
-            effect_args: BTreeMap::new(),
             // Calls in flight when it parked: settled later (by their tool, or as interrupted), then counted.
             tool_calls: checkpoint
                 .pending
@@ -771,14 +765,14 @@ impl RunMachine {
     /// The effect facts of the run so far; `list` adds the completed and uncertain writes (failed results). With
     /// `ended` (the run failed or was aborted), calls still in flight count as `uncertain`; otherwise (a park)
     /// they are not counted yet.
-    pub fn effect_facts(&self, list: bool, ended: bool, redactor: &Redactor) -> EffectFacts {
+    pub fn effect_facts(&self, list: bool, ended: bool) -> EffectFacts {
         let mut facts = EffectFacts { calls: self.call_counts, ..EffectFacts::default() };
         if ended {
             for _ in &self.tool_calls {
                 facts.calls.add(EffectStatus::Uncertain);
             }
         }
-        for (id, effect) in &self.effects {
+        for effect in self.effects.values() {
             match effect.status {
                 EffectStatus::NotStarted => continue,
                 EffectStatus::Completed => facts.completed_writes += 1,
@@ -787,29 +781,10 @@ impl RunMachine {
             }
             facts.mutation_free = false;
             if list && effect.status != EffectStatus::Failed {
-                facts.writes.push(self.write_effect(*id, effect, redactor));
+                facts.writes.push(effect.clone());
             }
         }
         facts
-    }
-
-    /// Makes the previews dispatch left empty, once: a park lists the writes and keeps them in its checkpoint.
-    pub(crate) fn make_previews(&mut self, redactor: &Redactor) {
-        for (id, args) in std::mem::take(&mut self.effect_args) {
-            if let Some(effect) = self.effects.get_mut(&id) {
-                effect.preview = redactor.preview(&args, crate::dispatch::EFFECT_PREVIEW_BYTES);
-            }
-        }
-    }
-
-    /// `effect` (the write of request `id`) with its preview: the arguments kept for it redacted and cut to
-    /// [`EFFECT_PREVIEW_BYTES`](crate::dispatch::EFFECT_PREVIEW_BYTES) now, when dispatch left it empty.
-    pub(crate) fn write_effect(&self, id: u32, effect: &WriteEffect, redactor: &Redactor) -> WriteEffect {
-        let mut effect = effect.clone();
-        if let Some(args) = self.effect_args.get(&id) {
-            effect.preview = redactor.preview(args, crate::dispatch::EFFECT_PREVIEW_BYTES);
-        }
-        effect
     }
 
     /// The deadline (epoch ms) of the current `exec` or `wait`, moved by approval pauses so far.

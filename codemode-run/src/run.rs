@@ -441,11 +441,8 @@ fn checkpoint_of(inner: &Inner, run: &LiveRun, reason: WaitReason) -> Checkpoint
         machine.yield_request.as_ref().map(|(id, reason)| YieldRequest { id: *id, reason: reason.clone() });
     checkpoint.untrusted = machine.untrusted;
     checkpoint.asked = machine.asked.values().cloned().collect();
-    checkpoint.effects = machine
-        .effects
-        .iter()
-        .map(|(id, e)| EffectEntry { id: *id, effect: machine.write_effect(*id, e, &inner.redactor) })
-        .collect();
+    checkpoint.effects =
+        machine.effects.iter().map(|(id, effect)| EffectEntry { id: *id, effect: effect.clone() }).collect();
     checkpoint.approved_for_run = crate::dispatch::lock(&run.approvals.approved).iter().cloned().collect();
     checkpoint.idempotency_key = run.idempotency.clone();
     checkpoint.activity = run.activity.log();
@@ -502,13 +499,12 @@ async fn park(inner: Arc<Inner>, mut run: LiveRun, slot: Option<Slot<LiveRun>>, 
         release_worker(&inner, &mut run);
         return result;
     };
-    run.machine.make_previews(&inner.redactor);
     let mut checkpoint = checkpoint_of(&inner, &run, reason);
     let activity = run.activity.take().map(Box::new);
     let machine = &mut run.machine;
     let pending_approvals = machine.asked.values().map(|a| a.approval.clone()).collect();
     checkpoint.call_counts = machine.call_counts;
-    let effects = machine.effect_facts(true, false, &inner.redactor);
+    let effects = machine.effect_facts(true, false);
     let checkpoint_untrusted = machine.untrusted;
     let pending_calls: Vec<PendingToolCall> = checkpoint
         .pending
@@ -838,7 +834,7 @@ async fn aborted_during_wait(
     }
     let result = with_effects(
         CodeModeResult::failed(ErrorCode::Aborted, FailurePhase::Host, "code mode run aborted", telemetry),
-        run.machine.effect_facts(true, true, &inner.redactor),
+        run.machine.effect_facts(true, true),
     );
     ended(inner, &mut run, result).await
 }
@@ -920,7 +916,7 @@ pub async fn abort(inner: Arc<Inner>, run_id: &str) -> CodeModeResult {
         Ok(codemode_snapshot::AbortOutcome::Parked { live: Some(mut run) }) => {
             run.in_flight.abort_all();
             run.worker = None;
-            with_effects(aborted(&run.scope), run.machine.effect_facts(true, true, &inner.redactor))
+            with_effects(aborted(&run.scope), run.machine.effect_facts(true, true))
         }
         Ok(codemode_snapshot::AbortOutcome::Resuming) => match inner.waits.stop(run_id) {
             Some(telemetry) => match telemetry.await {
@@ -993,7 +989,7 @@ fn fail(
         bridge_dispatch_started: machine.dispatch_started,
         warnings: untrusted_warnings(machine.untrusted),
         output,
-        effects: machine.effect_facts(true, true, &inner.redactor),
+        effects: machine.effect_facts(true, true),
         telemetry: telemetry(inner, &run.scope),
         activity: None,
     })
@@ -1015,7 +1011,7 @@ fn complete(inner: &Inner, run: &mut LiveRun, value: Value) -> CodeModeResult {
         machine.budget.admit_value(value)
     };
     let warnings = untrusted_warnings(machine.untrusted);
-    let effects = machine.effect_facts(false, true, &inner.redactor);
+    let effects = machine.effect_facts(false, true);
     let telemetry = telemetry(inner, &run.scope);
     CodeModeResult::Completed(Completed { value, warnings, output, effects, telemetry, activity: None })
 }
@@ -1103,7 +1099,6 @@ async fn drive_commands(inner: &Arc<Inner>, run: &mut LiveRun, slot: &mut Option
                     yield_request: &mut run.machine.yield_request,
                     ready: &mut run.machine.ready,
                     effects: &mut run.machine.effects,
-                    effect_args: &mut run.machine.effect_args,
                     host_failed: &mut run.machine.host_failed,
                     asked: &mut asked,
                     call_names: &mut run.call_names,
@@ -1281,8 +1276,6 @@ pub(crate) struct RunParts<'a> {
     pub(crate) ready: &'a mut Vec<Settlement>,
     /// The run's record of write-class calls.
     pub(crate) effects: &'a mut BTreeMap<u32, codemode_bridge::WriteEffect>,
-    /// The arguments of writes whose effect preview is made later (`RunMachine::effect_args`).
-    pub(crate) effect_args: &'a mut BTreeMap<u32, serde_json::Value>,
     /// Calls whose tool host panicked: their effect is `uncertain`.
     pub(crate) host_failed: &'a mut std::collections::BTreeSet<u32>,
     /// Calls dispatch sent to an approver; the driver hands them to the machine.
