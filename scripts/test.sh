@@ -20,6 +20,12 @@ if ! command -v valgrind >/dev/null; then
   sudo=$([ "$(id -u)" = 0 ] || echo sudo)
   $sudo apt-get install -y --no-install-recommends valgrind || { $sudo apt-get update && $sudo apt-get install -y --no-install-recommends valgrind; }
 fi
+# Debian's chromium, which the console's browser tests drive through Playwright (as its executable_path,
+# /usr/bin/chromium: Playwright's own browser download is never run), from the package manager when missing.
+if [ ! -x /usr/bin/chromium ]; then
+  sudo=$([ "$(id -u)" = 0 ] || echo sudo)
+  $sudo apt-get install -y --no-install-recommends chromium || { $sudo apt-get update && $sudo apt-get install -y --no-install-recommends chromium; }
+fi
 cargo build --workspace --bins
 # The embedding examples (outside the workspace, sharing its target folder) are built here, before the tests, so
 # that their tests only run them and the corpus's time limits never compete with a compiler.

@@ -11,5 +11,5 @@ mod resolve;
 
 pub use error::ConfigError;
 pub use limits::{LIMIT_KEYS, Limits};
-pub use policy::{Decision, EffectClass, POLICY_KEYS, Policy, PolicyRule, glob_match};
+pub use policy::{Decision, EffectClass, Fallback, POLICY_KEYS, Policy, PolicyRule, glob_match};
 pub use resolve::{Resolution, RunFacts, Source, Why, resolve, resolve_with_fallbacks, validate};

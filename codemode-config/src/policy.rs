@@ -56,6 +56,43 @@ impl Decision {
     }
 }
 
+/// What `ask` becomes when nobody can be asked during the call.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fallback {
+    /// The call runs.
+    Allow,
+    /// The call is refused in the guest with a catchable error.
+    #[default]
+    Deny,
+    /// The run parks with reason `approval` (its clock paused) until a `wait` carries the person's answer, given
+    /// out of band (the gateway's console).
+    Park,
+}
+
+impl Fallback {
+    /// The configuration spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fallback::Allow => "allow",
+            Fallback::Deny => "deny",
+            Fallback::Park => "park",
+        }
+    }
+
+    fn parse(key: &str, value: &Value) -> Result<Self, ConfigError> {
+        match value.as_str() {
+            Some("allow") => Ok(Fallback::Allow),
+            Some("deny") => Ok(Fallback::Deny),
+            Some("park") => Ok(Fallback::Park),
+            _ => Err(ConfigError::InvalidPolicy {
+                key: key.to_owned(),
+                reason: format!("must be \"allow\", \"deny\" or \"park\" (found {})", shorten(value)),
+            }),
+        }
+    }
+}
+
 /// One rule: calls whose path matches `pattern` get `decision`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PolicyRule {
@@ -78,15 +115,11 @@ pub struct Policy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub writes: Option<Decision>,
     /// What `ask` becomes when nobody can be asked (`deny` unless configured).
-    #[serde(default = "deny")]
-    pub fallback: Decision,
+    #[serde(default)]
+    pub fallback: Fallback,
     /// Rules, first match wins.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<PolicyRule>,
-}
-
-fn deny() -> Decision {
-    Decision::Deny
 }
 
 /// The keys a policy table accepts.
@@ -95,7 +128,7 @@ pub const POLICY_KEYS: [&str; 4] = ["default", "writes", "fallback", "rules"];
 impl Policy {
     /// A policy that allows everything (the default when nothing is configured).
     pub fn allow_all() -> Self {
-        Policy { fallback: Decision::Deny, ..Policy::default() }
+        Policy::default()
     }
 
     /// Whether this policy can ever answer other than `allow` (a host skips asking about calls otherwise).
@@ -147,7 +180,7 @@ impl Policy {
             match name.as_str() {
                 "default" => policy.default = Decision::parse(&here, value)?,
                 "writes" => policy.writes = Some(Decision::parse(&here, value)?),
-                "fallback" => policy.fallback = Decision::parse(&here, value)?,
+                "fallback" => policy.fallback = Fallback::parse(&here, value)?,
                 "rules" => policy.rules = rules(&here, value)?,
                 _ => {
                     return Err(ConfigError::InvalidPolicy {
@@ -262,7 +295,7 @@ mod tests {
         assert_eq!(policy.decide("fs.move_file", EffectClass::Write), Decision::Allow, "rule beats writes");
         assert_eq!(policy.decide("gh.create_issue", EffectClass::Write), Decision::Ask);
         assert_eq!(policy.decide("gh.get_issue", EffectClass::Read), Decision::Allow);
-        assert_eq!(policy.fallback, Decision::Deny);
+        assert_eq!(policy.fallback, Fallback::Deny);
         assert!(!policy.is_allow_all());
         assert_eq!(policy.explain("fs.write_file", EffectClass::Write), "rule \"fs.write_*\" (policy = \"deny\")");
         assert_eq!(policy.explain("gh.create_issue", EffectClass::Write), "writes = \"ask\"");

@@ -3,7 +3,8 @@
 //! Three channels, chosen per request from what the client declared: `elicitation/create` sent during the call
 //! (sessions that negotiated a revision with `initialize`), an input-required result the client answers by
 //! retrying the call (the sessionless 2026-07-28 revision, where a server sends no requests), or none, in which
-//! case the library applies the policy's `fallback`. Invariant: an answer is read only from the client's own reply,
+//! case the library applies the policy's `fallback` (`park` parks the run for the console). With `[approvals] route
+//! = "console"` the console is the channel whatever the client declared. Invariant: an answer is read only from the client's own reply,
 //! never from anything the program or the model wrote, and every reply that is not an explicit approval denies.
 
 use std::collections::BTreeMap;
@@ -35,6 +36,8 @@ pub enum Channel {
     InputRequired,
     /// Nobody can be asked: the policy's fallback decides.
     Nobody,
+    /// The approval console answers (`[approvals] route = "console"`): every question parks the run.
+    Console,
 }
 
 impl Channel {
@@ -56,7 +59,7 @@ impl Channel {
     pub fn approver(&self) -> Option<Arc<dyn Approver>> {
         match self {
             Channel::Elicit(peer) => Some(Arc::new(Eliciting { peer: peer.clone() })),
-            Channel::InputRequired => Some(Arc::new(Deferring)),
+            Channel::InputRequired | Channel::Console => Some(Arc::new(Deferring)),
             Channel::Nobody => None,
         }
     }

@@ -41,6 +41,42 @@ pub struct GatewayConfig {
     pub sampling: codemode_mcp::relay::Sampling,
     /// The worker processes that run cells (`[workers]`).
     pub workers: WorkersConfig,
+    /// Where the questions of calls whose policy is `ask` go (`[approvals]`).
+    pub approvals: ApprovalsConfig,
+    /// The approval console (`[console]`; TOML only), off when absent.
+    pub console: Option<ConsoleConfig>,
+}
+
+/// Who answers the approvals of programs' calls (`[approvals] route`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Route {
+    /// The MCP client's person, through elicitation or an input-required result; the policy's `fallback` when the
+    /// client cannot ask.
+    #[default]
+    Client,
+    /// The console, whatever the client declares: every question parks the run until someone answers it there.
+    Console,
+}
+
+/// The `[approvals]` table.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ApprovalsConfig {
+    /// `route`: `"client"` (the default) or `"console"`.
+    pub route: Route,
+    /// `webhook`: an `http://` or `https://` URL that receives a JSON notice (`url`, `tool`, `runId`, `title`,
+    /// `text`) for each question the console holds.
+    pub webhook: Option<String>,
+}
+
+/// The `[console]` table: the approval console's listener and who operates it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConsoleConfig {
+    /// `listen`: the console's own address, `127.0.0.1:PORT`.
+    pub listen: std::net::SocketAddr,
+    /// `public_url`: the base of the links the console hands out; `http://<listen>` by default.
+    pub public_url: String,
+    /// `operators`: principals (as `[auth]` names them) who see and decide every principal's runs.
+    pub operators: Vec<String>,
 }
 
 /// The `[workers]` table: how the worker processes that run cells share the machine.
@@ -212,8 +248,20 @@ enum Format {
     Json,
 }
 
-const TOML_TOP_KEYS: [&str; 10] =
-    ["limits", "servers", "state_dir", "confinement", "policy", "auth", "store", "telemetry", "sampling", "workers"];
+const TOML_TOP_KEYS: [&str; 12] = [
+    "limits",
+    "servers",
+    "state_dir",
+    "confinement",
+    "policy",
+    "auth",
+    "store",
+    "telemetry",
+    "sampling",
+    "workers",
+    "approvals",
+    "console",
+];
 /// The largest `[workers] max_running`: each running cell is a worker process.
 const MAX_RUNNING_CELLS: usize = 1024;
 const TOML_SERVER_KEYS: [&str; 8] = ["command", "args", "env", "inherit_env", "url", "startup", "deny", "direct"];
@@ -383,6 +431,23 @@ impl Checker<'_> {
             None => WorkersConfig::default(),
             Some(value) => self.workers(value)?,
         };
+        let approvals = match root.get("approvals") {
+            None => ApprovalsConfig::default(),
+            Some(value) => self.approvals(value)?,
+        };
+        let console = match root.get("console") {
+            Some(value) if self.format == Format::Toml => Some(self.console(value)?),
+            _ => None,
+        };
+        let parks = policy.fallback == codemode_config::Fallback::Park || approvals.route == Route::Console;
+        if parks && console.is_none() {
+            let key = if approvals.route == Route::Console { "approvals.route" } else { "policy.fallback" };
+            return Err(self.err(
+                key,
+                "parks runs for a person to answer in the console, but there is no [console]",
+                "add `[console]` with `listen = \"127.0.0.1:8790\"`, or use fallback \"deny\" and route \"client\"",
+            ));
+        }
         let servers = match root.get(servers_key) {
             None => {
                 return Err(self.err(
@@ -422,7 +487,81 @@ impl Checker<'_> {
             telemetry,
             sampling,
             workers,
+            approvals,
+            console,
         })
+    }
+
+    fn approvals(&self, value: &Value) -> Result<ApprovalsConfig, Error> {
+        let known = ["route", "webhook"];
+        let Value::Object(map) = value else {
+            return Err(self.err("approvals", "must be a table", "write `[approvals]` with `route = \"console\"`"));
+        };
+        for key in map.keys() {
+            if !known.contains(&key.as_str()) {
+                return Err(self.unknown_key(&format!("approvals.{key}"), key, &known));
+            }
+        }
+        let route = match map.get("route").map(Value::as_str) {
+            None | Some(Some("client")) => Route::Client,
+            Some(Some("console")) => Route::Console,
+            Some(_) => {
+                return Err(self.err(
+                    "approvals.route",
+                    "must be \"client\" or \"console\"",
+                    "write \"console\" to send every question to the console, else keep \"client\"",
+                ));
+            }
+        };
+        let webhook = match map.get("webhook") {
+            None => None,
+            Some(Value::String(url)) if url.starts_with("http://") || url.starts_with("https://") => Some(url.clone()),
+            Some(_) => {
+                return Err(self.err(
+                    "approvals.webhook",
+                    "must be an http:// or https:// URL",
+                    "write the URL that receives a JSON notice per question, e.g. a Slack incoming webhook",
+                ));
+            }
+        };
+        Ok(ApprovalsConfig { route, webhook })
+    }
+
+    fn console(&self, value: &Value) -> Result<ConsoleConfig, Error> {
+        let known = ["listen", "public_url", "operators"];
+        let Value::Object(map) = value else {
+            return Err(self.err("console", "must be a table", "write `[console]` with `listen = \"127.0.0.1:8790\"`"));
+        };
+        for key in map.keys() {
+            if !known.contains(&key.as_str()) {
+                return Err(self.unknown_key(&format!("console.{key}"), key, &known));
+            }
+        }
+        let listen = match map.get("listen").and_then(Value::as_str).map(str::parse::<std::net::SocketAddr>) {
+            Some(Ok(addr)) => addr,
+            _ => {
+                return Err(self.err(
+                    "console.listen",
+                    "must be an address with a port",
+                    "write `listen = \"127.0.0.1:8790\"`",
+                ));
+            }
+        };
+        let public_url = match map.get("public_url") {
+            None => format!("http://{listen}"),
+            Some(Value::String(url)) if url.starts_with("http://") || url.starts_with("https://") => {
+                url.trim_end_matches('/').to_owned()
+            }
+            Some(_) => {
+                return Err(self.err(
+                    "console.public_url",
+                    "must be an http:// or https:// URL",
+                    "write the URL people reach the console at, e.g. \"https://approvals.example.com\"",
+                ));
+            }
+        };
+        let operators = self.strings("console.operators", map.get("operators"))?;
+        Ok(ConsoleConfig { listen, public_url, operators })
     }
 
     fn workers(&self, value: &Value) -> Result<WorkersConfig, Error> {

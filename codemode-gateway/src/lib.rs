@@ -15,6 +15,7 @@
 pub mod approve;
 pub mod auth;
 pub mod config;
+pub mod console;
 pub mod notify;
 pub mod server;
 pub mod stdio;
@@ -295,7 +296,7 @@ impl GatewayBuilder {
         }
         // The token file and the JWK Set are read before any upstream server starts, so a mistake there costs nothing.
         let authenticator = match (&self.config.auth, &listen) {
-            (Some(settings), Listen::Http(_)) => {
+            (Some(settings), _) if matches!(listen, Listen::Http(_)) || self.config.console.is_some() => {
                 let clock: Arc<dyn codemode::snapshot::Clock> = Arc::new(codemode::snapshot::SystemClock);
                 Some(Arc::new(auth::Authenticator::new(settings, clock).await?))
             }
@@ -317,6 +318,14 @@ impl GatewayBuilder {
                 parked_with_worker: s.parked_with_worker,
             })
         });
+        // The console serves on its own listener beside the client's transport; its pages sign in through `[auth]`.
+        let console = gateway.console().cloned().map(|c| console::web::serve(c, authenticator.clone()));
+        let console = async {
+            match console {
+                Some(console) => console.await,
+                None => std::future::pending().await,
+            }
+        };
         let serving = async {
             match listen {
                 Listen::Http(addr) => {
@@ -345,6 +354,7 @@ impl GatewayBuilder {
         // stopped (the process's telemetry is flushed by its owner).
         let served = tokio::select! {
             served = serving => served,
+            served = console => served,
             () = stop_signal() => Ok(()),
         };
         *stopped.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(gateway.stats());

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use codemode::vm::pool::WorkerCommand;
 use codemode::{CodeMode, ExecOptions, RunScope};
 use codemode_bridge::{ApprovalDecision, CodeModeResult, ToolHost};
-use codemode_config::{Decision, EffectClass, Policy};
+use codemode_config::{Decision, EffectClass, Fallback, Policy};
 use codemode_store_pg::{PgOptions, PgStore, redact_url};
 use codemode_telemetry::span::{KeyValue, Parent, Span, SpanKind, Start};
 use rmcp::model::{
@@ -38,7 +38,8 @@ use crate::approve::{self, Channel, Pending, StateSeal};
 use crate::auth::Principal;
 use crate::auth::http::AuthFront;
 use crate::auth::limits::{PrincipalLimits, RequestRate};
-use crate::config::{DEFAULT_MAX_LIVE_PARKED, GatewayConfig};
+use crate::config::{DEFAULT_MAX_LIVE_PARKED, GatewayConfig, Route};
+use crate::console::Console;
 use crate::notify::{ClientProgress, forward_logs};
 use crate::tasks::{self, Outcome, Tasks};
 use codemode_mcp::UpstreamManager;
@@ -79,6 +80,10 @@ pub struct Gateway {
     tasks: Arc<Tasks>,
     /// Whether a session's runs end with it: not when a fleet store keeps them for every replica.
     runs_end_with_session: bool,
+    /// The approval console (`[console]`), when configured.
+    console: Option<Arc<Console>>,
+    /// Who answers programs' approvals (`[approvals] route`).
+    route: Route,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -220,19 +225,47 @@ impl Gateway {
             .tools(definitions.clone())
             .host(host)
             .policy(config.policy.clone())
-            .state_dir(if config.store.is_some() { None } else { state_dir })
+            .state_dir(if config.store.is_some() { None } else { state_dir.clone() })
             .confinement(config.confinement)
             .worker(worker)
             .build()
             .map_err(|e| Error::Engine(e.to_string()))?;
         let policy = Some(config.policy.clone()).filter(|p| !p.is_allow_all());
         let surface = std::sync::RwLock::new(Arc::new(Surface::of(&code_mode, &definitions, policy.as_ref())));
-        let seal = match std::env::var(REQUEST_STATE_KEY_VAR) {
+        // One key seals `requestState` and signs the console's links: the configured one, else a random one.
+        let key: Vec<u8> = match std::env::var(REQUEST_STATE_KEY_VAR) {
             Ok(hex_key) => hex::decode(hex_key.trim())
-                .map_err(|e| e.to_string())
-                .and_then(StateSeal::new)
                 .map_err(|e| Error::Engine(format!("{REQUEST_STATE_KEY_VAR}: {e} (fix: 64 or more hex digits)")))?,
-            Err(_) => StateSeal::random().map_err(Error::Engine)?,
+            Err(_) => (0..2).flat_map(|_| uuid::Uuid::new_v4().into_bytes()).collect(),
+        };
+        let seal = StateSeal::new(key.clone())
+            .map_err(|e| Error::Engine(format!("{REQUEST_STATE_KEY_VAR}: {e} (fix: 64 or more hex digits)")))?;
+        let console = match &config.console {
+            Some(settings) => {
+                let ledger: Arc<dyn codemode::snapshot::FleetBackend> = match (&shared, &state_dir) {
+                    (Some(shared), _) => shared.clone(),
+                    (None, Some(dir)) => {
+                        let files = codemode::snapshot::FileBackend::open(dir.join("console"))
+                            .map_err(|e| Error::Engine(format!("the console's ledger in {}: {e}", dir.display())))?;
+                        let keys = codemode::snapshot::Keyring::from_env()
+                            .map_err(|e| Error::Engine(format!("state keys: {e}")))?
+                            .map(Arc::new);
+                        Arc::new(codemode::snapshot::LocalFleet::directory(files.with_keys(keys)))
+                    }
+                    (None, None) => Arc::new(codemode::snapshot::LocalFleet::memory()),
+                };
+                let console = Console::new(
+                    settings.clone(),
+                    ledger,
+                    key,
+                    config.approvals.webhook.clone(),
+                    Arc::new(codemode::snapshot::SystemClock),
+                    std::time::Duration::from_secs(config.limits.snapshot_ttl_seconds),
+                )
+                .map_err(|e| Error::Engine(format!("{REQUEST_STATE_KEY_VAR}: {e}")))?;
+                Some(Arc::new(console))
+            }
+            None => None,
         };
         let limits = config.auth.as_ref().map(|auth| {
             Arc::new(PrincipalLimits::new(
@@ -266,6 +299,8 @@ impl Gateway {
             activity_in_result,
             tasks,
             runs_end_with_session: config.store.is_none(),
+            console,
+            route: config.approvals.route,
         });
         gateway.follow_tool_changes();
         Ok(gateway)
@@ -359,6 +394,20 @@ impl Gateway {
         self.code_mode.stats()
     }
 
+    /// The approval console, when `[console]` is configured.
+    pub fn console(&self) -> Option<&Arc<Console>> {
+        self.console.as_ref()
+    }
+
+    /// How the person behind a request is asked: the console with `[approvals] route = "console"`, else what the
+    /// client declared.
+    fn channel(&self, context: &RequestContext<RoleServer>) -> Channel {
+        match (&self.console, self.route) {
+            (Some(_), Route::Console) => Channel::Console,
+            _ => Channel::of(context),
+        }
+    }
+
     /// Stops the upstream servers.
     pub async fn shutdown(&self) {
         self.upstream.shutdown().await;
@@ -405,8 +454,38 @@ impl Gateway {
         if let Some(approver) = approvals.approver() {
             options = options.approver(approver);
         }
-        if let Some(progress) = progress {
-            options = options.on_activity(move |event| progress.event(event)).progress_keeps_waiting(true);
+        let title = input.get("title").and_then(Value::as_str).map(str::to_owned);
+        // The console lists the run: its activity is recorded (only with `[console]`).
+        let seen = self.console.clone().filter(|_| matches!(name, "exec" | "wait")).map(|console| {
+            let (owner, title) = (scope.session_id.clone(), title.clone());
+            let run_id = Arc::new(std::sync::Mutex::new(input.get("runId").and_then(Value::as_str).map(str::to_owned)));
+            let seen = run_id.clone();
+            let hook: codemode::ActivityHook = Arc::new(move |event: &codemode::ActivityEvent| {
+                if let codemode::ActivityEvent::CellStarted(cell) = event {
+                    *seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(cell.run_id.clone());
+                }
+                console.saw(&owner, &title, event);
+            });
+            (hook, run_id)
+        });
+        match (progress, &seen) {
+            (Some(progress), Some((hook, _))) => {
+                let hook = hook.clone();
+                options = options
+                    .on_activity(move |event| {
+                        hook(event);
+                        progress.event(event);
+                    })
+                    .progress_keeps_waiting(true);
+            }
+            (Some(progress), None) => {
+                options = options.on_activity(move |event| progress.event(event)).progress_keeps_waiting(true);
+            }
+            (None, Some((hook, _))) => {
+                let hook = hook.clone();
+                options = options.on_activity(move |event| hook(event));
+            }
+            (None, None) => {}
         }
         if let Some(key) = idempotency_key(&request, meta) {
             if name != "exec" {
@@ -431,10 +510,18 @@ impl Gateway {
             let result = self.code_mode.wait_until_with(input, scope, &options, cancelled).await;
             return Ok(self.respond(result, pending.title, owner, &approvals));
         }
-        let title = input.get("title").and_then(Value::as_str).map(str::to_owned);
         let result = match name {
             "exec" => self.code_mode.exec_until_with(input, scope, &options, cancelled).await,
-            "wait" => self.code_mode.wait_until_with(input, scope, &options, cancelled).await,
+            "wait" => {
+                // A run parked for the console resumes with the answers recorded there, waiting a while for a first.
+                if let (Some(console), Some(run_id)) = (&self.console, input.get("runId").and_then(Value::as_str)) {
+                    let answers = console.answers(run_id, CONSOLE_ANSWER_HOLD).await;
+                    if !answers.is_empty() {
+                        options = options.answers(answers);
+                    }
+                }
+                self.code_mode.wait_until_with(input, scope, &options, cancelled).await
+            }
             _ => {
                 let surface = self.surface();
                 let Some(direct) = surface.direct.get(name) else {
@@ -459,7 +546,40 @@ impl Gateway {
                 }));
             }
         };
+        if let (Some(console), Some((_, run_id))) = (&self.console, &seen) {
+            let run_id = run_id.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+            if let Some(run_id) = run_id {
+                console.ended(&run_id, &owner, &title, &result);
+                if !matches!(result, CodeModeResult::Waiting(_)) {
+                    console.forget_questions(&run_id).await;
+                }
+            }
+        }
+        let result = self.ask_console(result, &owner, &title, &approvals).await;
         Ok(self.respond(result, title, owner, &approvals))
+    }
+
+    /// A run parked on approvals that the console answers: its questions are recorded there (and sent to the
+    /// webhook), and the model is told that a person decides them elsewhere.
+    async fn ask_console(
+        &self,
+        result: CodeModeResult,
+        owner: &Option<String>,
+        title: &Option<String>,
+        approvals: &Channel,
+    ) -> CodeModeResult {
+        let Some(console) = &self.console else { return result };
+        let mut waiting = match result {
+            CodeModeResult::Waiting(waiting)
+                if !waiting.pending_approvals.is_empty() && !matches!(approvals, Channel::InputRequired) =>
+            {
+                waiting
+            }
+            other => return other,
+        };
+        console.ask(&waiting.run_id, owner, title, &waiting.pending_approvals).await;
+        waiting.warnings.push(CONSOLE_NOTE.to_owned());
+        CodeModeResult::Waiting(waiting)
     }
 
     /// Applies the tool policy to a direct call of `direct` with `input`, as to a program's call: `deny` refuses it;
@@ -568,9 +688,19 @@ impl Gateway {
                     Some(state),
                 )))))
             }
-            Channel::Nobody => match self.policy.as_ref().map_or(Decision::Deny, |p| p.fallback) {
-                Decision::Allow => Ok(DirectGate::Run),
-                _ => refused(format!(
+            Channel::Console => refused(format!(
+                "tool \"{name}\" needs a person's approval, which this gateway takes in its console, and a direct \
+                 call has no run to park until then; the call did not run. Call it from an exec program instead \
+                 (MCP.<server>.<tool>), whose run waits for the decision"
+            )),
+            Channel::Nobody => match self.policy.as_ref().map_or(Fallback::Deny, |p| p.fallback) {
+                Fallback::Allow => Ok(DirectGate::Run),
+                Fallback::Park => refused(format!(
+                    "tool \"{name}\" needs a person's approval, which this gateway takes in its console when the \
+                     client cannot ask, and a direct call has no run to park until then; the call did not run. Call \
+                     it from an exec program instead (MCP.<server>.<tool>), whose run waits for the decision"
+                )),
+                Fallback::Deny => refused(format!(
                     "tool \"{name}\" needs a person's approval and nobody can be asked here (the client declared no \
                      elicitation), so the policy's fallback denied it; the call did not run. Retrying will not help: \
                      do without it, or tell the user the task needs it"
@@ -641,7 +771,14 @@ impl Gateway {
                     _ => Outcome::Error(ErrorData::internal_error("the task's call asked for input", None)),
                 };
             };
-            match tasks::parked_on_tools(value) {
+            let parked = tasks::parked_on_tools(value).or_else(|| {
+                // A run parked for the console: its wait holds until someone decides there.
+                self.console
+                    .as_ref()
+                    .and(tasks::parked_on_approvals(value))
+                    .filter(|_| !matches!(approvals, Channel::InputRequired))
+            });
+            match parked {
                 // A `tasks/cancel` another replica recorded: this replica drives the run, so it aborts it.
                 Some(run_id) if self.tasks.cancelled_elsewhere(cancel.id()).await => {
                     self.code_mode.abort(run_id).await;
@@ -679,6 +816,13 @@ impl Gateway {
         self.surface().tools.iter().map(|t| t.name.as_ref()).collect::<Vec<_>>().join(", ")
     }
 }
+
+/// How long a `wait` on a run parked for the console holds for a first decision before it answers `waiting` again.
+const CONSOLE_ANSWER_HOLD: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// What the model reads in a result parked for the console.
+const CONSOLE_NOTE: &str = "A person decides the pending approvals in this gateway's approval console, not through \
+this client. Call wait with this runId: it returns once they have decided (or, after a while, waiting again).";
 
 /// Bytes of arguments the approval question of a direct call shows, as for a program's call.
 const APPROVAL_PREVIEW_BYTES: usize = 1024;
@@ -914,7 +1058,7 @@ impl ServerHandler for GatewayServer {
         // this client.
         let asker = codemode_mcp::relay::Asker::of(&context)
             .map(|asker| self.gateway.upstream.relay().register_asker(scope.session_id.clone(), asker));
-        let approvals = Channel::of(&context);
+        let approvals = self.gateway.channel(&context);
         if wants_task(&request, &context) {
             // Nobody can answer an input-required result inside a task: approvals then take the policy's fallback.
             let approvals = if matches!(approvals, Channel::InputRequired) { Channel::Nobody } else { approvals };

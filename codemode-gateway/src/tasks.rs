@@ -441,6 +441,15 @@ pub fn parked_on_tools(result: &Value) -> Option<&str> {
         .flatten()
 }
 
+/// Whether a `CodeModeResult` (as JSON) is a run parked on approvals a person answers elsewhere (the console):
+/// a task keeps it going with `wait`, which holds until they decide. Returns its run id.
+pub fn parked_on_approvals(result: &Value) -> Option<&str> {
+    (result.get("status").and_then(Value::as_str) == Some("waiting")
+        && result.get("reason").and_then(Value::as_str) == Some("approval"))
+    .then(|| result.get("runId").and_then(Value::as_str))
+    .flatten()
+}
+
 /// The `wait` request a task sends itself for `run_id`.
 pub fn wait_request(run_id: &str) -> CallToolRequestParams {
     let mut params = CallToolRequestParams::new("wait");

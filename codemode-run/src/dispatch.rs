@@ -16,7 +16,7 @@ use codemode_bridge::{
     SettlementValue, SleepArgs, StoreArgs, ToolError, WriteEffect, YieldArgs,
 };
 use codemode_catalog::{CatalogEntry, ExecutionMode, ToolSource};
-use codemode_config::{Decision, EffectClass};
+use codemode_config::{Decision, EffectClass, Fallback};
 use codemode_snapshot::AskedCall;
 use codemode_telemetry::span::Span;
 use serde_json::Value;
@@ -620,18 +620,21 @@ fn gate(
         Some(ApprovalDecision::Deny) => return Gate::Refuse(denied_by_person(&name)),
         _ => {}
     }
-    let Some(approver) = parts.approvals.approver.clone() else {
-        return match policy().map_or(Decision::Deny, |p| p.fallback) {
-            Decision::Allow => Gate::Run,
-            _ => Gate::Refuse(SettlementValue::err(
+    let approver = match (parts.approvals.approver.clone(), policy().map_or(Fallback::Deny, |p| p.fallback)) {
+        (Some(approver), _) => approver,
+        // Nobody asked now: the call is deferred, so the run parks on it until a `wait` carries the answer.
+        (None, Fallback::Park) => Arc::new(Parking),
+        (None, Fallback::Allow) => return Gate::Run,
+        (None, Fallback::Deny) => {
+            return Gate::Refuse(SettlementValue::err(
                 BridgeErrorCode::Denied,
                 format!(
                     "tool \"{name}\" needs a person's approval and nobody can be asked here, so the policy's \
                      fallback denied it; the call did not run. Retrying will not help: do without it, or tell the \
                      user the task needs it"
                 ),
-            )),
-        };
+            ));
+        }
     };
     let shown = preview(parts.redactor, args, APPROVAL_PREVIEW_BYTES);
     let (cx, fire_abort) = call_context(parts, id, method, server.as_deref());
@@ -654,6 +657,16 @@ fn gate(
         clock: inner.clock.clone(),
         _fire_abort: fire_abort,
     }))
+}
+
+/// The approver of `fallback = "park"`: defers every call it is asked about.
+struct Parking;
+
+#[async_trait::async_trait]
+impl codemode_bridge::Approver for Parking {
+    async fn decide(&self, _request: ApprovalRequest) -> ApprovalDecision {
+        ApprovalDecision::Defer
+    }
 }
 
 fn denied_by_person(tool: &str) -> SettlementValue {
