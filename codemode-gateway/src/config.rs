@@ -73,8 +73,8 @@ pub struct ApprovalsConfig {
 pub struct ConsoleConfig {
     /// `listen`: the console's own address, `127.0.0.1:PORT`.
     pub listen: std::net::SocketAddr,
-    /// `public_url`: the base of the links the console hands out; `http://<listen>` by default.
-    pub public_url: String,
+    /// `public_url`: the base of the links the console hands out; `None`: `http://<the address it listens on>`.
+    pub public_url: Option<String>,
     /// `operators`: principals (as `[auth]` names them) who see and decide every principal's runs.
     pub operators: Vec<String>,
 }
@@ -548,9 +548,9 @@ impl Checker<'_> {
             }
         };
         let public_url = match map.get("public_url") {
-            None => format!("http://{listen}"),
+            None => None,
             Some(Value::String(url)) if url.starts_with("http://") || url.starts_with("https://") => {
-                url.trim_end_matches('/').to_owned()
+                Some(url.trim_end_matches('/').to_owned())
             }
             Some(_) => {
                 return Err(self.err(

@@ -242,6 +242,8 @@ pub struct Console {
     ttl_ms: u64,
     changed: broadcast::Sender<()>,
     runs: Mutex<VecDeque<RunView>>,
+    /// The base of links: `public_url`, else the address the console listens on, known once it is bound.
+    base: std::sync::OnceLock<String>,
 }
 
 impl std::fmt::Debug for Console {
@@ -276,12 +278,28 @@ impl Console {
             ttl_ms,
             changed: broadcast::channel(16).0,
             runs: Mutex::new(VecDeque::new()),
+            base: std::sync::OnceLock::new(),
         })
     }
 
     /// The console's settings.
     pub fn config(&self) -> &ConsoleConfig {
         &self.config
+    }
+
+    /// Sets the base of links to the address the console listens on, unless `public_url` names one.
+    pub fn listening_on(&self, addr: std::net::SocketAddr) {
+        let base = self.config.public_url.clone().unwrap_or_else(|| format!("http://{addr}"));
+        let _ = self.base.set(base);
+    }
+
+    /// The base of links.
+    pub fn base_url(&self) -> String {
+        match (self.base.get(), &self.config.public_url) {
+            (Some(base), _) => base.clone(),
+            (None, Some(url)) => url.clone(),
+            (None, None) => format!("http://{}", self.config.listen),
+        }
     }
 
     /// Whether `name` is one of `[console] operators`.
@@ -365,7 +383,7 @@ impl Console {
         let ttl = Duration::from_millis(question.expires_ms.saturating_sub(self.now_ms()));
         let options = SealOptions::new().associated_data(LINK_CONTEXT).ttl(ttl);
         let token = self.links.seal_json_with(&link, &options).unwrap_or_default();
-        format!("{}/approve/{token}", self.config.public_url)
+        format!("{}/approve/{token}", self.base_url())
     }
 
     /// The question a link was signed for, if its seal holds, it has not expired, and the question still holds

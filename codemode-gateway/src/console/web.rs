@@ -61,7 +61,7 @@ type Shared = Arc<Web>;
 /// The address cannot be bound.
 pub async fn serve(console: Arc<Console>, auth: Option<Arc<Authenticator>>) -> Result<(), crate::Error> {
     let addr: SocketAddr = console.config().listen;
-    let secure = console.config().public_url.starts_with("https://");
+    let secure = console.config().public_url.as_deref().is_some_and(|url| url.starts_with("https://"));
     let web = Arc::new(Web { console, auth, templates: templates(), sessions: Mutex::default(), secure });
     let app = Router::new()
         .route("/", get(pending_page))
@@ -72,11 +72,12 @@ pub async fn serve(console: Arc<Console>, auth: Option<Arc<Authenticator>>) -> R
         .route("/decide", post(decide))
         .route("/approve/{token}", get(link_page).post(link_decide))
         .route("/events", get(events))
-        .with_state(web);
+        .with_state(web.clone());
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| crate::Error::Serve(format!("[console] listen {addr}: {e}")))?;
     let local = listener.local_addr().map_err(|e| crate::Error::Serve(e.to_string()))?;
+    web.console.listening_on(local);
     eprintln!("codemode gateway: approval console at http://{local}/");
     axum::serve(listener, app).await.map_err(|e| crate::Error::Serve(format!("console: {e}")))
 }

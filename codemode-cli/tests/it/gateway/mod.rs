@@ -5,6 +5,7 @@
 
 mod approvals;
 mod auth;
+mod console;
 mod e2e;
 mod fleet;
 mod lines;
@@ -85,6 +86,8 @@ pub struct HttpGateway {
     pub process: tokio::process::Child,
     /// The Streamable HTTP endpoint, `http://127.0.0.1:<port>/mcp`.
     pub url: String,
+    /// The approval console's base URL, `http://127.0.0.1:<port>`, when the config has `[console]`.
+    pub console: Option<String>,
 }
 
 impl HttpGateway {
@@ -97,9 +100,15 @@ impl HttpGateway {
 
     /// [`HttpGateway::start`] with more command-line arguments after `--http`.
     pub async fn start_with(config: &Path, args: &[&str]) -> HttpGateway {
+        HttpGateway::start_with_env(config, args, &[]).await
+    }
+
+    /// [`HttpGateway::start_with`] with these environment variables set.
+    pub async fn start_with_env(config: &Path, args: &[&str], env: &[(&str, &str)]) -> HttpGateway {
         use tokio::io::AsyncBufReadExt;
         tls();
         let mut process = tokio::process::Command::new(env!("CARGO_BIN_EXE_codemode"))
+            .envs(env.iter().copied())
             .arg("mcp")
             .arg("--config")
             .arg(config)
@@ -113,12 +122,20 @@ impl HttpGateway {
             .expect("the codemode binary starts");
         let stderr = process.stderr.take().expect("piped stderr");
         let mut lines = tokio::io::BufReader::new(stderr).lines();
-        let url = tokio::time::timeout(Duration::from_secs(60), async {
+        let wants_console = std::fs::read_to_string(config).is_ok_and(|text| text.contains("[console]"));
+        let (url, console) = tokio::time::timeout(Duration::from_secs(60), async {
+            let (mut url, mut console) = (None, None);
             while let Some(line) = lines.next_line().await.expect("read stderr") {
-                if let Some(url) = line.split("serving Streamable HTTP at ").nth(1) {
-                    return url.trim().to_owned();
+                if let Some(found) = line.split("serving Streamable HTTP at ").nth(1) {
+                    url = Some(found.trim().to_owned());
+                } else if let Some(found) = line.split("approval console at ").nth(1) {
+                    console = Some(found.trim().trim_end_matches('/').to_owned());
+                } else {
+                    eprintln!("gateway: {line}");
                 }
-                eprintln!("gateway: {line}");
+                if url.is_some() && (console.is_some() || !wants_console) {
+                    return (url.unwrap_or_default(), console);
+                }
             }
             panic!("the gateway exited without serving HTTP");
         })
@@ -129,7 +146,7 @@ impl HttpGateway {
                 eprintln!("gateway: {line}");
             }
         });
-        HttpGateway { process, url }
+        HttpGateway { process, url, console }
     }
 
     /// The gateway's pid.

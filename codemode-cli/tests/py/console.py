@@ -1,0 +1,116 @@
+"""The approval console in a real browser (Debian's Chromium driven by Playwright) and the MCP Python SDK's client
+that cannot elicit (no elicitation callback), for codemode-cli's console tests.
+
+Usage: console.py COMMAND ARGS...
+  exec MCP_URL TOKEN TITLE CODE   exec over Streamable HTTP with a bearer token; prints the CodeModeResult
+  wait MCP_URL TOKEN RUN_ID       wait on a run; prints the CodeModeResult
+  decide CONSOLE TOKEN RUN BUTTON SHOT
+                                  signs in, clicks BUTTON ("Approve once", "Approve for this run", "Deny") on the
+                                  pending question of RUN, screenshots the pending page before the click into SHOT
+                                  (when not "-"); prints {"pending": [run ids before], "after": [run ids after]}
+  forge CONSOLE TOKEN RUN         signs in, replaces the form's CSRF token with a forged one and clicks "Approve once";
+                                  prints {"status": <HTTP status>, "text": <page text>}
+  link URL BUTTON SHOT            opens a single-use link (no sign-in), screenshots it into SHOT (when not "-"),
+                                  clicks BUTTON; prints {"status": ..., "text": ...} of the answer
+  view CONSOLE TOKEN SHOT         signs in; prints {"pending": [...], "runs": [...], "history": [[who, decision, run],
+                                  ...]}; screenshots the runs and history pages into SHOT-runs.png and
+                                  SHOT-history.png (when not "-")
+"""
+
+import asyncio
+import json
+import sys
+
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from playwright.async_api import async_playwright
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+async def call(url: str, token: str, tool: str, arguments: dict) -> None:
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    async with http, Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
+        result = await client.call_tool(tool, arguments)
+    print(json.dumps(result.structured_content))
+
+
+async def sign_in(page, console: str, token: str) -> None:
+    await page.goto(f"{console}/login")
+    await page.get_by_label("Token").fill(token)
+    await page.get_by_role("button", name="Sign in").click()
+    await page.wait_for_url(f"{console}/")
+
+
+async def runs_listed(page, selector: str) -> list:
+    return await page.eval_on_selector_all(selector, "nodes => nodes.map(n => n.dataset.run)")
+
+
+async def browser(command: str, args: list) -> None:
+    async with async_playwright() as p:
+        chromium = await p.chromium.launch(executable_path=CHROMIUM, headless=True)
+        page = await chromium.new_page(viewport={"width": 1100, "height": 700})
+        if command == "decide":
+            console, token, run, button, shot = args
+            await sign_in(page, console, token)
+            before = await runs_listed(page, ".card[data-run]")
+            if shot != "-":
+                await page.screenshot(path=shot, full_page=True)
+            card = page.locator(f'.card[data-run="{run}"]')
+            await card.get_by_role("button", name=button, exact=True).click()
+            await page.wait_for_url(f"{console}/")
+            after = await runs_listed(page, ".card[data-run]")
+            print(json.dumps({"pending": before, "after": after}))
+        elif command == "forge":
+            console, token, run = args
+            await sign_in(page, console, token)
+            card = page.locator(f'.card[data-run="{run}"]')
+            await card.locator('input[name="csrf"]').evaluate("input => input.value = 'f'.repeat(64)")
+            async with page.expect_response(f"{console}/decide") as answer:
+                await card.get_by_role("button", name="Approve once", exact=True).click()
+            response = await answer.value
+            print(json.dumps({"status": response.status, "text": await page.inner_text("main")}))
+        elif command == "link":
+            url, button, shot = args
+            await page.goto(url)
+            if shot != "-":
+                await page.screenshot(path=shot, full_page=True)
+            async with page.expect_response(lambda r: r.request.method == "POST") as answer:
+                await page.get_by_role("button", name=button, exact=True).click()
+            response = await answer.value
+            print(json.dumps({"status": response.status, "text": await page.inner_text("main")}))
+        elif command == "view":
+            console, token, shot = args
+            await sign_in(page, console, token)
+            pending = await runs_listed(page, ".card[data-run]")
+            await page.goto(f"{console}/runs")
+            runs = await runs_listed(page, ".card[data-run]")
+            if shot != "-":
+                await page.screenshot(path=f"{shot}-runs.png", full_page=True)
+            await page.goto(f"{console}/history")
+            history = await page.eval_on_selector_all(
+                "tr[data-run]",
+                "rows => rows.map(r => [r.cells[1].innerText, r.cells[2].innerText, r.dataset.run])",
+            )
+            if shot != "-":
+                await page.screenshot(path=f"{shot}-history.png", full_page=True)
+            print(json.dumps({"pending": pending, "runs": runs, "history": history}))
+        else:
+            raise SystemExit(f"unknown command {command}")
+        await chromium.close()
+
+
+async def main() -> None:
+    command, args = sys.argv[1], sys.argv[2:]
+    if command == "exec":
+        url, token, title, code = args
+        await call(url, token, "exec", {"title": title, "code": code})
+    elif command == "wait":
+        url, token, run = args
+        await call(url, token, "wait", {"runId": run})
+    else:
+        await browser(command, args)
+
+
+asyncio.run(main())
