@@ -1337,7 +1337,7 @@ url = "http://127.0.0.1:3001/mcp"
     fn unknown_top_key_suggests() {
         assert_eq!(
             toml_err("[server.a]\ncommand = \"x\"\n"),
-            "gw.toml: server: is not a known key (fix: did you mean `servers`? known keys: limits, servers, state_dir, confinement, policy, auth, store, telemetry, sampling, workers)"
+            "gw.toml: server: is not a known key (fix: did you mean `servers`? known keys: limits, servers, state_dir, confinement, policy, auth, store, telemetry, sampling, workers, approvals, console)"
         );
     }
 
@@ -1480,5 +1480,45 @@ url = "http://127.0.0.1:3001/mcp"
     #[test]
     fn server_must_be_table() {
         assert!(toml_err("servers = { a = 1 }\n").contains("servers.a: must be a table"));
+    }
+
+    #[test]
+    fn fallback_park_and_the_console_route_need_a_console() {
+        let servers = "[servers.a]\ncommand = \"x\"\n";
+        let parks = format!("[policy]\nwrites = \"ask\"\nfallback = \"park\"\n{servers}");
+        assert!(toml_err(&parks).contains("policy.fallback: parks runs"), "{}", toml_err(&parks));
+        let routes = format!("[approvals]\nroute = \"console\"\n{servers}");
+        assert!(toml_err(&routes).contains("approvals.route: parks runs"), "{}", toml_err(&routes));
+        let text = format!(
+            "[policy]\nfallback = \"park\"\n[approvals]\nroute = \"console\"\nwebhook = \"https://hooks.example/x\"\n\
+             [console]\nlisten = \"127.0.0.1:8790\"\noperators = [\"carol\"]\n{servers}"
+        );
+        let config = GatewayConfig::parse(Path::new("gw.toml"), &text).expect("a console config");
+        assert_eq!(config.policy.fallback, codemode_config::Fallback::Park);
+        assert_eq!(
+            config.approvals,
+            ApprovalsConfig { route: Route::Console, webhook: Some("https://hooks.example/x".into()) }
+        );
+        let console = config.console.expect("[console]");
+        assert_eq!(
+            (console.listen.port(), console.public_url, console.operators),
+            (8790, None, vec!["carol".to_owned()])
+        );
+    }
+
+    #[test]
+    fn console_mistakes_name_their_key() {
+        let servers = "[servers.a]\ncommand = \"x\"\n";
+        for (table, key) in [
+            ("[console]\nlisten = \"localhost\"\n", "console.listen"),
+            ("[console]\nlisten = \"127.0.0.1:1\"\npublic_url = \"ftp://x\"\n", "console.public_url"),
+            ("[console]\nlisten = \"127.0.0.1:1\"\nport = 2\n", "console.port"),
+            ("[approvals]\nroute = \"email\"\n", "approvals.route"),
+            ("[approvals]\nwebhook = \"hooks.example\"\n", "approvals.webhook"),
+            ("[policy]\nfallback = \"ask\"\n", "policy.fallback"),
+        ] {
+            let err = toml_err(&format!("{table}{servers}"));
+            assert!(err.contains(&format!("{key}:")), "{key}: {err}");
+        }
     }
 }

@@ -12,6 +12,9 @@ Usage: console.py COMMAND ARGS...
                                   prints {"status": <HTTP status>, "text": <page text>}
   link URL BUTTON SHOT            opens a single-use link (no sign-in), screenshots it into SHOT (when not "-"),
                                   clicks BUTTON; prints {"status": ..., "text": ...} of the answer
+  live CONSOLE TOKEN MCP_URL CODE signs in, opens the pending page, then execs CODE as the same principal and waits
+                                  for the page to show the new question by itself (server-sent events); prints
+                                  {"before": [...], "listed": [...], "result": <CodeModeResult>}
   view CONSOLE TOKEN SHOT         signs in; prints {"pending": [...], "runs": [...], "history": [[who, decision, run],
                                   ...]}; screenshots the runs and history pages into SHOT-runs.png and
                                   SHOT-history.png (when not "-")
@@ -29,11 +32,11 @@ from playwright.async_api import async_playwright
 CHROMIUM = "/usr/bin/chromium"
 
 
-async def call(url: str, token: str, tool: str, arguments: dict) -> None:
+async def call(url: str, token: str, tool: str, arguments: dict) -> dict:
     http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
     async with http, Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
         result = await client.call_tool(tool, arguments)
-    print(json.dumps(result.structured_content))
+    return result.structured_content
 
 
 async def sign_in(page, console: str, token: str) -> None:
@@ -80,6 +83,14 @@ async def browser(command: str, args: list) -> None:
                 await page.get_by_role("button", name=button, exact=True).click()
             response = await answer.value
             print(json.dumps({"status": response.status, "text": await page.inner_text("main")}))
+        elif command == "live":
+            console, token, url, code = args
+            await sign_in(page, console, token)
+            before = await runs_listed(page, ".card[data-run]")
+            result = await call(url, token, "exec", {"title": "live", "code": code})
+            await page.wait_for_selector(f'.card[data-run="{result["runId"]}"]')
+            listed = await runs_listed(page, ".card[data-run]")
+            print(json.dumps({"before": before, "listed": listed, "result": result}))
         elif command == "view":
             console, token, shot = args
             await sign_in(page, console, token)
@@ -105,10 +116,10 @@ async def main() -> None:
     command, args = sys.argv[1], sys.argv[2:]
     if command == "exec":
         url, token, title, code = args
-        await call(url, token, "exec", {"title": title, "code": code})
+        print(json.dumps(await call(url, token, "exec", {"title": title, "code": code})))
     elif command == "wait":
         url, token, run = args
-        await call(url, token, "wait", {"runId": run})
+        print(json.dumps(await call(url, token, "wait", {"runId": run})))
     else:
         await browser(command, args)
 

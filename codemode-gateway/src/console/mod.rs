@@ -571,7 +571,9 @@ impl Console {
             ActivityEvent::CallFinished(record) => (&record.start.run_id, Some(CallView::of(record))),
             _ => return,
         };
-        self.update(run_id, owner, title, now, |run| {
+        // A new run tells open pages; its calls show at the next change.
+        let notify = call.is_none();
+        self.update(run_id, owner, title, now, notify, |run| {
             run.status = "running".into();
             if let Some(call) = call
                 && run.calls.len() < MAX_CALLS_PER_RUN
@@ -591,7 +593,7 @@ impl Console {
             CodeModeResult::Completed(_) => "completed".into(),
             CodeModeResult::Failed(_) => "failed".into(),
         };
-        self.update(run_id, owner, title, self.now_ms(), |run| run.status = status);
+        self.update(run_id, owner, title, self.now_ms(), true, |run| run.status = status);
     }
 
     fn update(
@@ -600,6 +602,7 @@ impl Console {
         owner: &Option<String>,
         title: &Option<String>,
         now: u64,
+        notify: bool,
         f: impl FnOnce(&mut RunView),
     ) {
         {
@@ -624,7 +627,9 @@ impl Console {
             runs.push_front(run);
             runs.truncate(MAX_RUNS);
         }
-        let _ = self.changed.send(());
+        if notify {
+            let _ = self.changed.send(());
+        }
     }
 
     /// The runs `viewer` may see (all for `None`), the most recently changed first.

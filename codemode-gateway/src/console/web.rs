@@ -399,7 +399,8 @@ async fn events(State(web): State<Shared>, headers: HeaderMap) -> Response {
     let stream = futures::stream::unfold(changes, |mut changes| async move {
         match changes.recv().await {
             Ok(()) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                let event = Event::default().event("changed").data("");
+                // A browser dispatches no event whose data is empty.
+                let event = Event::default().event("changed").data("1");
                 Some((Ok::<_, std::convert::Infallible>(event), changes))
             }
             Err(tokio::sync::broadcast::error::RecvError::Closed) => None,

@@ -257,6 +257,25 @@ async fn a_deferred_approval_parks_the_run_until_a_wait_answers_it() {
 }
 
 #[tokio::test]
+async fn fallback_park_parks_the_run_until_a_wait_carries_the_answer() {
+    let (engine, host) =
+        build(Setup { policy: Some(policy(json!({ "writes": "ask", "fallback": "park" }))), ..Setup::default() });
+    let parked = exec(&engine, CATCH_ECHO, &ExecOptions::default()).await;
+    let w = waiting(&parked);
+    assert_eq!(w.reason, codemode::bridge::WaitReason::Approval);
+    assert_eq!(w.pending_approvals.len(), 1);
+    assert_eq!(calls(&host), 0, "nobody answered: the call did not run");
+
+    // A wait without the answer parks again; one with it resumes the run.
+    let again = wait(&engine, &w.run_id, &ExecOptions::default()).await;
+    assert_eq!(waiting(&again).pending_approvals.len(), 1);
+    let call_id = w.pending_approvals[0].call_id.clone();
+    let answered = ExecOptions::default().answers(vec![(call_id, ApprovalDecision::Approve)]);
+    assert_eq!(value(&wait(&engine, &w.run_id, &answered).await), json!("ran"));
+    assert_eq!(calls(&host), 1);
+}
+
+#[tokio::test]
 async fn an_approval_longer_than_the_timeout_pauses_the_deadline() {
     // The person takes 10 s on the engine's clock; the cell has 3 s, and the program computes a while after each
     // approval. Without the pause the cell would have no time left once the first approval came back.

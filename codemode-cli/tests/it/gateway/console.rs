@@ -39,7 +39,8 @@ impl Setup {
         let files = files.canonicalize().expect("canonical files dir");
         let tokens = dir.path().join("tokens.txt");
         let line = |name: &str, token: &str| format!("{name} sha256:{}\n", hex::encode(sha2::Sha256::digest(token)));
-        std::fs::write(&tokens, [line("alice", ALICE), line("bob", BOB), line("carol", CAROL)].concat()).expect("tokens");
+        std::fs::write(&tokens, [line("alice", ALICE), line("bob", BOB), line("carol", CAROL)].concat())
+            .expect("tokens");
         let keep = match store {
             Some(url) => format!("[store]\nurl = {url:?}\n"),
             None => String::new(),
@@ -81,9 +82,8 @@ fn script(args: &[&str]) -> Value {
         args.first().unwrap_or(&""),
         String::from_utf8_lossy(&output.stderr)
     );
-    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-        panic!("console.py prints JSON ({e}): {}", String::from_utf8_lossy(&output.stdout))
-    })
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("console.py prints JSON ({e}): {}", String::from_utf8_lossy(&output.stdout)))
 }
 
 async fn run_script(args: Vec<String>) -> Value {
@@ -191,7 +191,9 @@ async fn webhook() -> (String, tokio::sync::mpsc::UnboundedReceiver<Value>) {
                 if let Some((head, body)) = text.split_once("\r\n\r\n") {
                     let length = head
                         .lines()
-                        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_owned()))
+                        .find_map(|l| {
+                            l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_owned())
+                        })
                         .and_then(|v| v.parse::<usize>().ok())
                         .unwrap_or(0);
                     if body.len() >= length {
@@ -284,6 +286,17 @@ async fn a_forged_csrf_token_decides_nothing_and_principals_see_only_their_own_r
     let done = wait(&gateway, BOB, &bobs).await;
     assert_eq!(done["value"], serde_json::json!({ "refused": "denied" }), "{done}");
     assert!(!s.files.join("alice.txt").exists() && !s.files.join("bob.txt").exists());
+}
+
+#[tokio::test]
+async fn an_open_pending_page_shows_a_new_question_by_itself() {
+    let s = Setup::new("", None);
+    let gateway = HttpGateway::start(&s.config).await;
+    let args = vec!["live".into(), console(&gateway), ALICE.into(), gateway.url.clone(), s.write("live.txt")];
+    let live = run_script(args).await;
+    assert!(runs(&live["before"]).is_empty(), "{live}");
+    let run_id = parked(&live["result"]);
+    assert_eq!(runs(&live["listed"]), [run_id.as_str()], "the page reloaded on the server's event: {live}");
 }
 
 #[tokio::test]
