@@ -3,6 +3,9 @@ that cannot elicit (no elicitation callback), for codemode-cli's console tests.
 
 Usage: console.py COMMAND ARGS...
   exec MCP_URL TOKEN TITLE CODE   exec over Streamable HTTP with a bearer token; prints the CodeModeResult
+  exec-eliciting MCP_URL TOKEN TITLE CODE
+                                  the same from a client that declares elicitation and approves whatever it is asked;
+                                  prints {"result": <CodeModeResult>, "asked": [<question>, ...]}
   wait MCP_URL TOKEN RUN_ID       wait on a run; prints the CodeModeResult
   decide CONSOLE TOKEN RUN BUTTON SHOT
                                   signs in, clicks BUTTON ("Approve once", "Approve for this run", "Deny") on the
@@ -24,7 +27,7 @@ import asyncio
 import json
 import sys
 
-from mcp import Client
+from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from playwright.async_api import async_playwright
@@ -32,9 +35,10 @@ from playwright.async_api import async_playwright
 CHROMIUM = "/usr/bin/chromium"
 
 
-async def call(url: str, token: str, tool: str, arguments: dict) -> dict:
+async def call(url: str, token: str, tool: str, arguments: dict, elicit=None) -> dict:
     http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
-    async with http, Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
+    transport = streamable_http_client(url, http_client=http)
+    async with http, Client(transport, mode="legacy", elicitation_callback=elicit) as client:
         result = await client.call_tool(tool, arguments)
     return result.structured_content
 
@@ -117,6 +121,16 @@ async def main() -> None:
     if command == "exec":
         url, token, title, code = args
         print(json.dumps(await call(url, token, "exec", {"title": title, "code": code})))
+    elif command == "exec-eliciting":
+        url, token, title, code = args
+        asked: list[str] = []
+
+        async def elicit(_context, params: types.ElicitRequestParams):
+            asked.append(params.message)
+            return types.ElicitResult(action="accept", content={"decision": "approve"})
+
+        result = await call(url, token, "exec", {"title": title, "code": code}, elicit)
+        print(json.dumps({"result": result, "asked": asked}))
     elif command == "wait":
         url, token, run = args
         print(json.dumps(await call(url, token, "wait", {"runId": run})))

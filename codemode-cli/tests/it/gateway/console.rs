@@ -14,7 +14,7 @@ use serde_json::Value;
 use sha2::Digest as _;
 
 use super::approvals::python;
-use super::{HttpGateway, servers_toml};
+use super::{HttpGateway, fixture, servers_toml};
 
 /// The principals of the tests: alice and bob run programs, carol operates the console.
 const ALICE: &str = "alice-console-token";
@@ -158,6 +158,19 @@ async fn a_write_nobody_can_ask_about_parks_and_completes_once_a_person_approves
     let seen = view(&gateway, ALICE, Some(&shots().join("console"))).await;
     assert_eq!(runs(&seen["runs"]), [run_id.as_str()], "{seen}");
     assert_eq!(seen["history"][0], serde_json::json!(["alice", "approved once", run_id]), "{seen}");
+}
+
+#[tokio::test]
+async fn route_console_parks_even_for_a_client_that_can_elicit() {
+    let s = Setup::new("[approvals]\nroute = \"console\"\n", None);
+    let gateway = HttpGateway::start(&s.config).await;
+    let args = vec!["exec-eliciting".into(), gateway.url.clone(), ALICE.into(), "route".into(), s.write("routed.txt")];
+    let out = run_script(args).await;
+    assert_eq!(out["asked"], serde_json::json!([]), "the client is never asked: {out}");
+    let run_id = parked(&out["result"]);
+    decide(&gateway, ALICE, &run_id, "Approve once", None).await;
+    let done = wait(&gateway, ALICE, &run_id).await;
+    assert_eq!(done["value"], serde_json::json!({ "written": true }), "{done}");
 }
 
 #[tokio::test]
@@ -332,4 +345,34 @@ async fn a_decision_on_one_replica_resumes_the_run_on_the_other() {
     assert_eq!(done["value"], serde_json::json!({ "written": true }), "{done}");
     let on_a = view(&a, CAROL, None).await;
     assert_eq!(on_a["history"][0], serde_json::json!(["alice", "approved once", run_id]), "{on_a}");
+}
+
+#[tokio::test]
+async fn a_task_waits_for_the_console_and_completes_with_the_decision() {
+    use rmcp::model::{CallToolResponse, TaskStatus};
+    super::tls();
+    let (hook, mut notices) = webhook().await;
+    let policy = "timeoutMs = 20000\n\n[policy]\nwrites = \"ask\"\nfallback = \"park\"";
+    let (dir, config) = fixture(policy, "");
+    let text = std::fs::read_to_string(&config).expect("config");
+    let tables = format!("[approvals]\nwebhook = {hook:?}\n\n[console]\nlisten = \"127.0.0.1:0\"\n");
+    std::fs::write(&config, format!("{text}\n{tables}")).expect("config");
+    let path = dir.path().join("files").canonicalize().expect("files").join("task.txt");
+    let code = format!(
+        "await MCP.fs.writeFile({{ path: {:?}, content: \"from a task\" }}); return \"written\";",
+        path.display().to_string()
+    );
+
+    // A stdio client that declared tasks and cannot elicit: its exec becomes a task that holds for the console.
+    let mut client = super::protocol::Client::start(&config, true).await;
+    let args = serde_json::json!({ "title": "task write", "code": code });
+    let CallToolResponse::Task(created) = client.call("exec", args).await else { panic!("a task") };
+    assert_eq!(created.task.status, TaskStatus::Working);
+    let notice = notices.recv().await.expect("the webhook gets the question");
+    assert!(!path.exists());
+    let (status, text) = post_link(notice["url"].as_str().expect("a link"), "approve_once").await;
+    assert_eq!(status, 200, "{text}");
+    let notified = client.task_notification().await;
+    assert_eq!(notified.task.status(), TaskStatus::Completed, "{notified:?}");
+    assert_eq!(std::fs::read_to_string(&path).expect("written"), "from a task");
 }

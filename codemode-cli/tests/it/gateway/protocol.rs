@@ -35,7 +35,7 @@ enum Heard {
 
 /// A client that declares the tasks extension (or not) and hands every notification to the test.
 #[derive(Clone)]
-struct Listener {
+pub(super) struct Listener {
     heard: mpsc::UnboundedSender<Heard>,
     tasks: bool,
 }
@@ -67,8 +67,8 @@ impl ClientHandler for Listener {
     }
 }
 
-struct Client {
-    service: RunningService<RoleClient, Listener>,
+pub(super) struct Client {
+    pub(super) service: RunningService<RoleClient, Listener>,
     heard: mpsc::UnboundedReceiver<Heard>,
 }
 
@@ -76,7 +76,7 @@ struct Client {
 const GUARD: Duration = Duration::from_secs(60);
 
 impl Client {
-    async fn start(config: &Path, tasks: bool) -> Client {
+    pub(super) async fn start(config: &Path, tasks: bool) -> Client {
         let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_codemode"));
         cmd.arg("mcp").arg("--config").arg(config).kill_on_drop(true);
         let transport = TokioChildProcess::new(cmd).expect("the codemode binary starts");
@@ -89,7 +89,7 @@ impl Client {
     }
 
     /// One `tools/call`, with the answer as sent (a result or a task).
-    async fn call(&self, tool: &str, args: Value) -> CallToolResponse {
+    pub(super) async fn call(&self, tool: &str, args: Value) -> CallToolResponse {
         let Value::Object(args) = args else { panic!("tool arguments are an object") };
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = Some(args);
@@ -113,7 +113,7 @@ impl Client {
     }
 
     /// The next `notifications/tasks`, skipping others.
-    async fn task_notification(&mut self) -> TaskStatusNotificationParams {
+    pub(super) async fn task_notification(&mut self) -> TaskStatusNotificationParams {
         loop {
             if let Heard::Task(params) = self.next().await {
                 return params;
