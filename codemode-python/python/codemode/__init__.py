@@ -289,7 +289,8 @@ class CodeMode:
         policy: the tool policy, as the gateway's ``[policy]`` table: ``{"default": "allow", "writes": "ask",
             "fallback": "deny", "rules": [{"match": "send_*", "policy": "ask"}]}``.
         approver: decides the calls the policy asks about: ``fn(request) -> "approve" | "approve_for_run" | "deny"
-            | "defer"`` (may be ``async``). Without one, ``ask`` gets the policy's ``fallback``.
+            | "defer"`` (may be ``async``). Without one, ``ask`` gets the policy's ``fallback``: ``"deny"``,
+            ``"allow"``, or ``"park"`` (the run parks with reason ``approval`` until a ``wait`` carries the answer).
         state_dir: keeps parked runs on disk, so another process with the same tools resumes them (``wait``).
         worker: the ``codemode-worker`` binary (default: ``$CODEMODE_WORKER``, else the one in this package).
         confinement: ``"required"`` (default: Landlock and seccomp must apply), ``"best_effort"`` or ``"off"``.
