@@ -14,7 +14,8 @@ Usage: console.py COMMAND ARGS...
   forge CONSOLE TOKEN RUN         signs in, replaces the form's CSRF token with a forged one and clicks "Approve once";
                                   prints {"status": <HTTP status>, "text": <page text>}
   link URL BUTTON SHOT            opens a single-use link (no sign-in), screenshots it into SHOT (when not "-"),
-                                  clicks BUTTON; prints {"status": ..., "text": ...} of the answer
+                                  clicks BUTTON, then posts the form again ("deny"); prints {"status": ..., "text": ...,
+                                  "again": {"status": ..., "text": ...}}
   live CONSOLE TOKEN MCP_URL CODE signs in, opens the pending page, then execs CODE as the same principal and waits
                                   for the page to show the new question by itself (server-sent events); prints
                                   {"before": [...], "listed": [...], "result": <CodeModeResult>}
@@ -83,10 +84,14 @@ async def browser(command: str, args: list) -> None:
             await page.goto(url)
             if shot != "-":
                 await page.screenshot(path=shot, full_page=True)
+            csrf = await page.locator('input[name="csrf"]').input_value()
             async with page.expect_response(lambda r: r.request.method == "POST") as answer:
                 await page.get_by_role("button", name=button, exact=True).click()
             response = await answer.value
-            print(json.dumps({"status": response.status, "text": await page.inner_text("main")}))
+            text = await page.inner_text("main")
+            # The same form sent again from this browser (its cookie and token): a second use of the link.
+            again = await page.request.post(url, form={"answer": "deny", "csrf": csrf})
+            print(json.dumps({"status": response.status, "text": text, "again": {"status": again.status, "text": await again.text()}}))
         elif command == "live":
             console, token, url, code = args
             await sign_in(page, console, token)

@@ -29,6 +29,9 @@ const COOKIE: &str = "codemode_console";
 /// The cookie that carries the sign-in form's CSRF token (double submit: no session exists yet).
 const LOGIN_COOKIE: &str = "codemode_console_login";
 
+/// The cookie that carries a link page's CSRF token (double submit: a link needs no session).
+const LINK_COOKIE: &str = "codemode_console_link";
+
 /// How long a console session lasts.
 const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
 
@@ -158,7 +161,8 @@ impl Web {
 
     fn cookie(&self, name: &str, value: &str, max_age: u64) -> HeaderValue {
         let secure = if self.secure { "; Secure" } else { "" };
-        let text = format!("{name}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}");
+        let path = if name == LINK_COOKIE { "/approve" } else { "/" };
+        let text = format!("{name}={value}; Path={path}; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}");
         HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static(""))
     }
 }
@@ -367,21 +371,42 @@ async fn link_page(State(web): State<Shared>, Path(token): Path<String>) -> Resp
     }
 }
 
+/// The link's page, with a fresh CSRF token in its form and its cookie.
 async fn link_view(web: &Web, question: &Question) -> Response {
     let decided = web.console.decision(&question.run_id, &question.call_id).await.ok().flatten();
-    web.render("link.html", context! { question, decided })
+    let csrf = random_token();
+    let mut response = web.render("link.html", context! { question, decided, csrf });
+    response.headers_mut().append(header::SET_COOKIE, web.cookie(LINK_COOKIE, &csrf, 3600));
+    response
 }
 
 #[derive(Deserialize)]
 struct LinkForm {
     answer: String,
+    #[serde(default)]
+    csrf: String,
 }
 
-async fn link_decide(State(web): State<Shared>, Path(token): Path<String>, Form(form): Form<LinkForm>) -> Response {
+async fn link_decide(
+    State(web): State<Shared>,
+    Path(token): Path<String>,
+    headers: HeaderMap,
+    Form(form): Form<LinkForm>,
+) -> Response {
     let question = match web.console.open_link(&token).await {
         Ok(question) => question,
         Err(e) => return web.message(refused_status(&e), "Link not valid", &e.to_string(), None),
     };
+    // A link answered already says so, whatever the form carries: nothing changes either way.
+    if let Ok(Some(earlier)) = web.console.decision(&question.run_id, &question.call_id).await {
+        let refused = Refused::Answered(format!("{} by {}", earlier.answer.label(), earlier.by));
+        return web.message(refused_status(&refused), "Not decided", &refused.to_string(), None);
+    }
+    let expected = cookie(&headers, LINK_COOKIE).unwrap_or_default();
+    if expected.is_empty() || !same_secret(&expected, &form.csrf) {
+        let text = "The form's CSRF token does not match; nothing was decided. Open the link again.";
+        return web.message(StatusCode::FORBIDDEN, "Forbidden", text, None);
+    }
     let Some(answer) = Answer::parse(&form.answer) else {
         return web.message(StatusCode::BAD_REQUEST, "Bad request", "Unknown answer.", None);
     };

@@ -251,19 +251,21 @@ async fn the_webhook_gets_a_single_use_link_that_decides_once_and_only_its_own_c
     let link = notice["url"].as_str().expect("the notice carries the link").to_owned();
     assert!(link.starts_with(&format!("{}/approve/", console(&gateway))), "{link}");
 
-    // An altered link decides nothing.
-    let forged = format!("{}x", link);
-    let (status, _) = post_link(&forged, "approve_once").await;
-    assert_eq!(status, 403);
+    // An altered link decides nothing, and neither does a post without the page's CSRF token.
+    let (status, text) = post_link(&format!("{link}x"), "approve_once").await;
+    assert_eq!(status, 403, "{text}");
+    assert!(text.contains("not valid"), "{text}");
+    let (status, text) = post_link(&link, "deny").await;
+    assert_eq!(status, 403, "{text}");
+    assert!(text.contains("CSRF"), "{text}");
 
     // Used in the browser without signing in, the link decides; used again, it changes nothing.
     let shot = shots().join("console-link.png").display().to_string();
     let first = run_script(vec!["link".into(), link.clone(), "Approve once".into(), shot]).await;
     assert_eq!(first["status"], 200, "{first}");
     assert!(first["text"].as_str().is_some_and(|t| t.contains("Decided: approved once by link")), "{first}");
-    let (status, text) = post_link(&link, "deny").await;
-    assert_eq!(status, 409, "{text}");
-    assert!(text.contains("answered already"), "{text}");
+    assert_eq!(first["again"]["status"], 409, "{first}");
+    assert!(first["again"]["text"].as_str().is_some_and(|t| t.contains("answered already")), "{first}");
 
     let done = wait(&gateway, ALICE, &run_id).await;
     assert_eq!(done["value"], serde_json::json!({ "written": true }), "the first use stands: {done}");
@@ -370,8 +372,10 @@ async fn a_task_waits_for_the_console_and_completes_with_the_decision() {
     assert_eq!(created.task.status, TaskStatus::Working);
     let notice = notices.recv().await.expect("the webhook gets the question");
     assert!(!path.exists());
-    let (status, text) = post_link(notice["url"].as_str().expect("a link"), "approve_once").await;
-    assert_eq!(status, 200, "{text}");
+    let link = notice["url"].as_str().expect("a link").to_owned();
+    let shot = "-".to_owned();
+    let decided = run_script(vec!["link".into(), link, "Approve once".into(), shot]).await;
+    assert_eq!(decided["status"], 200, "{decided}");
     let notified = client.task_notification().await;
     assert_eq!(notified.task.status(), TaskStatus::Completed, "{notified:?}");
     assert_eq!(std::fs::read_to_string(&path).expect("written"), "from a task");
