@@ -458,7 +458,9 @@ impl Gateway {
         // The console lists the run: its activity is recorded (only with `[console]`).
         let seen = self.console.clone().filter(|_| matches!(name, "exec" | "wait")).map(|console| {
             let (owner, title) = (scope.session_id.clone(), title.clone());
-            let run_id = Arc::new(std::sync::Mutex::new(input.get("runId").and_then(Value::as_str).map(str::to_owned)));
+            // The run this call started or resumed, once its cell starts: a wait that cannot resume the run it names
+            // (another owner's) leaves the console as it was.
+            let run_id = Arc::new(std::sync::Mutex::new(None::<String>));
             let seen = run_id.clone();
             let hook: codemode::ActivityHook = Arc::new(move |event: &codemode::ActivityEvent| {
                 if let codemode::ActivityEvent::CellStarted(cell) = event {
@@ -515,7 +517,7 @@ impl Gateway {
             "wait" => {
                 // A run parked for the console resumes with the answers recorded there, waiting a while for a first.
                 if let (Some(console), Some(run_id)) = (&self.console, input.get("runId").and_then(Value::as_str)) {
-                    let answers = console.answers(run_id, CONSOLE_ANSWER_HOLD).await;
+                    let answers = console.answers(run_id, &owner, CONSOLE_ANSWER_HOLD).await;
                     if !answers.is_empty() {
                         options = options.answers(answers);
                     }

@@ -453,13 +453,18 @@ impl Console {
         Ok(decided)
     }
 
-    /// The answers recorded for run `run_id`'s open or answered questions, for the `wait` that resumes it. When the
-    /// run has open questions and none is answered yet, waits up to `hold` for a first answer.
-    pub async fn answers(&self, run_id: &str, hold: Duration) -> Vec<(String, ApprovalDecision)> {
+    /// The answers recorded for the questions of run `run_id` owned by `owner`, for the `wait` that resumes it.
+    /// When the run has open questions and none is answered yet, waits up to `hold` for a first answer.
+    pub async fn answers(
+        &self,
+        run_id: &str,
+        owner: &Option<String>,
+        hold: Duration,
+    ) -> Vec<(String, ApprovalDecision)> {
         let mut changed = self.changed.subscribe();
         let deadline = tokio::time::Instant::now() + hold;
         loop {
-            let (open, decided) = self.of_run(run_id).await;
+            let (open, decided) = self.of_run(run_id, owner).await;
             if !decided.is_empty() || open == 0 {
                 return decided.into_iter().map(|d| (d.question.call_id, d.answer.decision())).collect();
             }
@@ -470,21 +475,24 @@ impl Console {
                 () = tokio::time::sleep_until(next) => {}
             }
             if tokio::time::Instant::now() >= deadline {
-                let (_, decided) = self.of_run(run_id).await;
+                let (_, decided) = self.of_run(run_id, owner).await;
                 return decided.into_iter().map(|d| (d.question.call_id, d.answer.decision())).collect();
             }
         }
     }
 
-    /// How many questions of run `run_id` are open, and the decisions on its others.
-    async fn of_run(&self, run_id: &str) -> (usize, Vec<Decided>) {
+    /// How many questions of run `run_id` owned by `owner` are open, and the decisions on its others.
+    async fn of_run(&self, run_id: &str, owner: &Option<String>) -> (usize, Vec<Decided>) {
         let keys = self.ledger.session_keys(LEDGER).await.unwrap_or_default();
-        let open =
-            keys.iter().filter(|k| k.strip_prefix("q/").is_some_and(|r| r.starts_with(&format!("{run_id}/")))).count();
+        let (open_prefix, decided_prefix) = (format!("q/{run_id}/"), format!("d/{run_id}/"));
+        let mut open = 0;
         let mut decided = Vec::new();
-        for key in keys.iter().filter(|k| k.strip_prefix("d/").is_some_and(|r| r.starts_with(&format!("{run_id}/")))) {
-            if let Ok(Some(value)) = self.ledger.session_get(LEDGER, key).await
-                && let Ok(d) = serde_json::from_value::<Decided>(value)
+        for key in keys.iter().filter(|k| k.starts_with(&open_prefix) || k.starts_with(&decided_prefix)) {
+            let Ok(Some(value)) = self.ledger.session_get(LEDGER, key).await else { continue };
+            if key.starts_with(&open_prefix) {
+                open += serde_json::from_value::<Question>(value).is_ok_and(|q| q.owner == *owner) as usize;
+            } else if let Ok(d) = serde_json::from_value::<Decided>(value)
+                && d.question.owner == *owner
             {
                 decided.push(d);
             }

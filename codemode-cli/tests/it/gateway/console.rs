@@ -296,6 +296,12 @@ async fn a_forged_csrf_token_decides_nothing_and_principals_see_only_their_own_r
     both.sort_unstable();
     assert_eq!(all, both, "the operator sees every principal's questions: {carol}");
 
+    // Bob's wait on alice's run fails and leaves her question where it was.
+    let refused = wait(&gateway, BOB, &alices).await;
+    assert_eq!(refused["status"], "failed", "{refused}");
+    let alice = view(&gateway, ALICE, None).await;
+    assert_eq!(runs(&alice["pending"]), [alices.as_str()], "{alice}");
+
     // The operator decides bob's question.
     decide(&gateway, CAROL, &bobs, "Deny", None).await;
     let done = wait(&gateway, BOB, &bobs).await;
