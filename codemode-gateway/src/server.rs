@@ -692,15 +692,15 @@ impl Gateway {
             }
             Channel::Console => refused(format!(
                 "tool \"{name}\" needs a person's approval, which this gateway takes in its console, and a direct \
-                 call has no run to park until then; the call did not run. Call it from an exec program instead \
-                 (MCP.<server>.<tool>), whose run waits for the decision"
+                 call has no run to park until a person decides there; the call did not run. Retrying will not help: \
+                 do without it, or tell the user the task needs it"
             )),
             Channel::Nobody => match self.policy.as_ref().map_or(Fallback::Deny, |p| p.fallback) {
                 Fallback::Allow => Ok(DirectGate::Run),
                 Fallback::Park => refused(format!(
                     "tool \"{name}\" needs a person's approval, which this gateway takes in its console when the \
-                     client cannot ask, and a direct call has no run to park until then; the call did not run. Call \
-                     it from an exec program instead (MCP.<server>.<tool>), whose run waits for the decision"
+                     client cannot ask, and a direct call has no run to park until a person decides there; the call \
+                     did not run. Retrying will not help: do without it, or tell the user the task needs it"
                 )),
                 Fallback::Deny => refused(format!(
                     "tool \"{name}\" needs a person's approval and nobody can be asked here (the client declared no \
