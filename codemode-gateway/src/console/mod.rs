@@ -162,9 +162,6 @@ pub enum Refused {
     /// Someone answered first.
     #[error("this question was answered already ({0}); a link decides once")]
     Answered(String),
-    /// The principal may not see this run.
-    #[error("this run is not yours to decide")]
-    NotYours,
     /// The ledger could not be read or written.
     #[error("the run store is unavailable: {0}")]
     Store(String),

@@ -359,7 +359,6 @@ fn refused_status(refused: &Refused) -> StatusCode {
         Refused::BadLink | Refused::OtherCall => StatusCode::FORBIDDEN,
         Refused::NoQuestion => StatusCode::NOT_FOUND,
         Refused::Answered(_) => StatusCode::CONFLICT,
-        Refused::NotYours => StatusCode::FORBIDDEN,
         Refused::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
     }
 }
