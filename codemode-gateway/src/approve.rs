@@ -281,15 +281,6 @@ impl StateSeal {
         RequestStateCodec::try_new(key).map(|codec| StateSeal { codec }).map_err(|e| e.to_string())
     }
 
-    /// A seal under a random 32-byte key: answers must come back to this process.
-    ///
-    /// # Errors
-    ///
-    /// None in practice: the codec accepts 32-byte keys.
-    pub fn random() -> Result<StateSeal, String> {
-        StateSeal::new((0..2).flat_map(|_| uuid::Uuid::new_v4().into_bytes()).collect())
-    }
-
     /// The sealed form of `pending`.
     pub fn seal(&self, pending: &Pending) -> String {
         // A struct of strings always encodes.

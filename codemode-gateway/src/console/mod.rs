@@ -361,7 +361,10 @@ impl Console {
                 let mut decided = self.history(None).await.unwrap_or_default();
                 decided.sort_by_key(|d| d.at_ms);
                 for old in decided.iter().take(MAX_LEDGER_KEYS / 8) {
-                    let _ = self.ledger.session_remove(LEDGER, &decision_key(&old.question)).await;
+                    let _ = self
+                        .ledger
+                        .session_remove(LEDGER, &decision_key(&old.question.run_id, &old.question.call_id))
+                        .await;
                 }
                 self.ledger.session_put(LEDGER, key, value, MAX_LEDGER_KEYS).await
             }
@@ -416,8 +419,7 @@ impl Console {
 
     /// The decision on a call, if one was taken.
     pub async fn decision(&self, run_id: &str, call_id: &str) -> Result<Option<Decided>, Refused> {
-        let key = format!("d/{run_id}/{call_id}");
-        let value = self.ledger.session_get(LEDGER, &key).await?;
+        let value = self.ledger.session_get(LEDGER, &decision_key(run_id, call_id)).await?;
         Ok(value.and_then(|v| serde_json::from_value(v).ok()))
     }
 
@@ -441,7 +443,7 @@ impl Console {
         }
         let decided = Decided { question, answer, by: by.to_owned(), at_ms: self.now_ms() };
         let value = serde_json::to_value(&decided).unwrap_or_default();
-        self.put(&decision_key(&decided.question), &value).await?;
+        self.put(&decision_key(&decided.question.run_id, &decided.question.call_id), &value).await?;
         let _ = self
             .ledger
             .session_remove(LEDGER, &question_key(&decided.question.run_id, &decided.question.call_id))
@@ -658,6 +660,6 @@ fn question_key(run_id: &str, call_id: &str) -> String {
     format!("q/{run_id}/{call_id}")
 }
 
-fn decision_key(question: &Question) -> String {
-    format!("d/{}/{}", question.run_id, question.call_id)
+fn decision_key(run_id: &str, call_id: &str) -> String {
+    format!("d/{run_id}/{call_id}")
 }

@@ -89,6 +89,7 @@ fn templates() -> Environment<'static> {
     let mut env = Environment::new();
     for (name, source) in [
         ("base.html", include_str!("templates/base.html")),
+        ("buttons.html", include_str!("templates/buttons.html")),
         ("login.html", include_str!("templates/login.html")),
         ("pending.html", include_str!("templates/pending.html")),
         ("runs.html", include_str!("templates/runs.html")),
@@ -99,28 +100,15 @@ fn templates() -> Environment<'static> {
         // The templates are part of the binary; one that does not parse fails every test that renders a page.
         env.add_template(name, source).expect("a console template parses");
     }
-    env.add_filter("when", |ms: u64| {
-        let secs = i64::try_from(ms / 1_000).unwrap_or_default();
-        time_of(secs)
-    });
+    env.add_filter("when", |ms: u64| time_of(i64::try_from(ms / 1_000).unwrap_or_default()));
+    env.add_filter("answer", |answer: String| Answer::parse(&answer).map_or("unknown", Answer::label));
     env
 }
 
 /// `secs` since the epoch as `YYYY-MM-DD HH:MM:SS UTC`.
 fn time_of(secs: i64) -> String {
-    let days = secs.div_euclid(86_400);
-    let rest = secs.rem_euclid(86_400);
-    // Howard Hinnant's civil-from-days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC", rest / 3600, rest % 3600 / 60, rest % 60)
+    let Ok(at) = time::OffsetDateTime::from_unix_timestamp(secs) else { return format!("{secs} s after the epoch") };
+    format!("{} {:02}:{:02}:{:02} UTC", at.date(), at.hour(), at.minute(), at.second())
 }
 
 impl Web {
@@ -183,7 +171,8 @@ fn random_token() -> String {
 
 /// Compares two secrets in time independent of where they differ.
 fn same_secret(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    use subtle::ConstantTimeEq as _;
+    bool::from(a.as_bytes().ct_eq(b.as_bytes()))
 }
 
 fn to_login() -> Response {
