@@ -20,6 +20,7 @@ use codemode_catalog::Catalog;
 use codemode_config::Limits;
 use codemode_snapshot::{Clock, Projection, RunStore, SessionStore};
 use codemode_vm::pool::WorkerPool;
+use codemode_vm::protocol::StartGlobals;
 
 pub use activity::ActivityConfig;
 pub use projection::{guest_globals, projected_globals, projection_of};
@@ -54,6 +55,10 @@ pub struct Inner {
     pub host: Arc<dyn ToolHost>,
     /// The worker processes.
     pub pool: Arc<WorkerPool>,
+    /// The catalog's globals, which each cell's `Start` carries when `pool`'s workers serve several catalogs (the
+    /// engine's per-call catalogs share one pool), keyed so that a worker prepares them once; `None` when the pool's
+    /// workers build every context with them.
+    pub globals: Option<StartGlobals>,
     /// Parked runs; a clone of the engine's store in the `Inner` of a per-run catalog.
     pub runs: RunStore<LiveRun>,
     /// The session store behind `store`/`load`.

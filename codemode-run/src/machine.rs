@@ -19,7 +19,7 @@ use codemode_bridge::{
 };
 use codemode_snapshot::{AskedCall, Checkpoint};
 use codemode_vm::pool::Death;
-use codemode_vm::protocol::{CellFailure, CellLimits, GuestGlobals, GuestOutcome, HostMessage, Start, WorkerMessage};
+use codemode_vm::protocol::{CellFailure, CellLimits, GuestOutcome, HostMessage, Start, StartGlobals, WorkerMessage};
 use serde_json::{Value, json};
 
 /// What the driver must do next.
@@ -239,7 +239,7 @@ pub struct RunMachine {
     /// The run's settled nested tool calls by effect status.
     pub(crate) call_counts: CallCounts,
     /// The globals the next `Start` installs: `None` for a worker whose contexts carry the catalog's already.
-    globals: Option<GuestGlobals>,
+    globals: Option<StartGlobals>,
 }
 
 /// The settlement of call `id` whose tool host panicked: a `tool_error`; its effect is `uncertain`.
@@ -480,9 +480,9 @@ impl RunMachine {
         self.hold_until_ms.is_some_and(|until| until > self.park_at_ms) && self.new_output.is_empty()
     }
 
-    /// The globals the next cell's `Start` installs: `None` for a worker of the catalog's pool (its contexts carry
-    /// the catalog's), the run's own for a worker started without any.
-    pub fn set_globals(&mut self, globals: Option<GuestGlobals>) {
+    /// The globals the next cell's `Start` installs: `None` for a worker of the catalog's own pool (its contexts
+    /// carry the catalog's), the run's own for a worker started without any (a shared pool, a changed catalog).
+    pub fn set_globals(&mut self, globals: Option<StartGlobals>) {
         self.globals = globals;
     }
 
@@ -510,9 +510,10 @@ impl RunMachine {
                 self.last_sent = Sent::Start;
                 let start = Start {
                     source: self.source.clone(),
-                    // The pool's workers build every context with the catalog's globals; a worker started without
-                    // them gets the run's own.
-                    globals: self.globals.clone(),
+                    // A catalog's own pool builds every context with its globals; a worker started without them
+                    // gets the run's own.
+                    globals: self.globals.as_ref().map(|g| g.globals.clone()),
+                    globals_key: self.globals.as_ref().and_then(|g| g.key),
                     limits: self.limits.clone(),
                     journal: self.journal.clone(),
                     skip_output: self.emitted as u64,

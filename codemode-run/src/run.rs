@@ -20,7 +20,7 @@ use codemode_snapshot::{
 use codemode_telemetry::span::Span;
 use codemode_telemetry::{ActivityLog, InputKind, Telemetry};
 use codemode_vm::pool::{Death, PoolConfig, WorkerPool, WorkerProcess};
-use codemode_vm::protocol::{CellLimits, HostMessage, WorkerMessage};
+use codemode_vm::protocol::{CellLimits, HostMessage, StartGlobals, WorkerMessage};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::{AbortHandle, JoinSet};
@@ -305,6 +305,7 @@ async fn exec_run(
         max_journal_bytes: inner.limits.max_snapshot_bytes,
         shared_journal: Some(inner.journals.clone()),
     });
+    machine.set_globals(inner.globals.clone());
     machine.begin(now_ms, inner.limits.timeout_ms);
     let input_kind = if typescript { InputKind::Typescript } else { InputKind::Javascript };
     crate::trace::record_input_kind(span, input_kind);
@@ -739,10 +740,11 @@ async fn wait_run(
         // since), the run replays in a worker started without globals, which installs the run's own.
         let (checkout, globals) =
             if Arc::ptr_eq(&run.projection, &inner.projection) || run.projection == inner.projection {
-                (inner.pool.checkout_admitted().await, None)
+                (inner.pool.checkout_admitted().await, inner.globals.clone())
             } else {
                 let bare = WorkerPool::new(PoolConfig { globals: None, warm: 0, ..inner.pool.config().clone() });
-                (bare.checkout_admitted().await, Some(crate::projected_globals(&inner.catalog, &run.projection)))
+                let globals = Arc::new(crate::projected_globals(&inner.catalog, &run.projection));
+                (bare.checkout_admitted().await, Some(StartGlobals { globals, key: None }))
             };
         run.machine.set_globals(globals);
         match checkout {

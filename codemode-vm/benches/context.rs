@@ -48,6 +48,7 @@ fn start(source: &str) -> Start {
     Start {
         source: source.to_owned(),
         globals: None,
+        globals_key: None,
         limits: CellLimits::default(),
         journal: Journal::default(),
         skip_output: 0,

@@ -19,7 +19,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use crate::confine::{
     Confinement, ConfinementReport, ENV_ADDRESS_SPACE, ENV_CONFINEMENT, EXIT_CONFINEMENT, OPT_OUT_HINT,
 };
-use crate::protocol::{GuestGlobals, HostMessage, PROTOCOL_VERSION, WorkerHello, WorkerMessage};
+use crate::protocol::{GuestGlobals, HostMessage, KeptGlobals, PROTOCOL_VERSION, Start, WorkerHello, WorkerMessage};
 use crate::worker::{ENV_INSTRUCTIONS, ENV_MEMORY, ENV_ROLE, EXIT_MEMORY};
 
 /// Environment variable naming the worker executable, overriding every other way of finding it.
@@ -696,6 +696,7 @@ impl WorkerPool {
             pool: self.id,
             admission: self.config.admission.clone(),
             place: None,
+            kept: KeptGlobals::default(),
         })
     }
 }
@@ -863,6 +864,8 @@ pub struct WorkerProcess {
     admission: Option<Arc<Admission>>,
     /// The place its cell holds while it computes.
     place: Option<Place>,
+    /// The globals keys the worker keeps prepared (see [`Start::globals_key`]).
+    kept: KeptGlobals<()>,
 }
 
 impl WorkerProcess {
@@ -906,7 +909,15 @@ impl WorkerProcess {
         {
             self.place = Some(admission.enter().await);
         }
-        let mut text = serde_json::to_vec(message).expect("host messages always serialize");
+        let mut text = match message {
+            // The worker keeps these globals prepared: the start leaves them out.
+            HostMessage::Start(start) if start.globals.is_some() && self.kept_globals(start.globals_key) => {
+                let light = HostMessage::Start(Box::new(Start { globals: None, ..Start::clone(start) }));
+                serde_json::to_vec(&light)
+            }
+            _ => serde_json::to_vec(message),
+        }
+        .expect("host messages always serialize");
         text.push(b'\n');
         if let Some(task) = self.configuring.take() {
             self.stdin = Some(task.await.map_err(std::io::Error::other)??);
@@ -915,6 +926,17 @@ impl WorkerProcess {
         stdin.write_all(&text).await?;
         stdin.flush().await?;
         Ok(())
+    }
+
+    /// Whether the worker keeps the globals of `key` prepared; counts the start that carries them as the worker
+    /// does.
+    fn kept_globals(&mut self, key: Option<u64>) -> bool {
+        let Some(key) = key else { return false };
+        if self.kept.touch(key).is_some() {
+            return true;
+        }
+        self.kept.insert(key, ());
+        false
     }
 
     /// Reads and checks the worker's hello, once; a refused worker is killed.

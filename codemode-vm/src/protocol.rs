@@ -5,6 +5,8 @@
 //! so a worker killed mid-cell keeps what it printed. A worker's first message is always [`WorkerMessage::Hello`]
 //! with its [`PROTOCOL_VERSION`]; the host refuses a worker whose version differs from its own.
 
+use std::sync::Arc;
+
 use codemode_bridge::{BridgeRequest, Journal, OutputItem, Round};
 use serde::{Deserialize, Serialize};
 
@@ -16,7 +18,7 @@ use crate::confine::ConfinementReport;
 /// renamed or given another meaning, including in the bridge types the messages carry): a host and a worker built
 /// from different versions then refuse each other up front instead of misreading each other mid-cell. Changes that
 /// only the sending side sees (a comment, a new optional field the other side ignores) need no bump.
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// What a worker announces about itself before anything else, so the host can refuse it before it serves a cell.
 ///
@@ -110,15 +112,65 @@ pub struct Start {
     /// The prepared JavaScript body (top-level await and return allowed).
     pub source: String,
     /// The globals to install, unless the worker was configured with them (then every context it builds already
-    /// has them).
+    /// has them) or keeps them under `globals_key`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub globals: Option<GuestGlobals>,
+    pub globals: Option<Arc<GuestGlobals>>,
+    /// The key of `globals`: a worker keeps the last [`GLOBALS_KEPT`] keys' globals prepared, and a `Start` with a
+    /// key it keeps leaves `globals` out (the host's [`WorkerProcess`](crate::pool::WorkerProcess) does so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub globals_key: Option<u64>,
     /// In-engine limits.
     pub limits: CellLimits,
     /// The run's journal: its rounds are replayed before the cell goes live.
     pub journal: Journal,
     /// Output items already delivered by earlier calls; the worker does not send them again.
     pub skip_output: u64,
+}
+
+/// The globals a host puts in a cell's [`Start`] for a worker started without any, and the key a worker may keep
+/// them under (`None`: installed once, not kept).
+#[derive(Clone, Debug, PartialEq)]
+pub struct StartGlobals {
+    /// The globals.
+    pub globals: Arc<GuestGlobals>,
+    /// Their [`Start::globals_key`].
+    pub key: Option<u64>,
+}
+
+/// How many keyed globals ([`Start::globals_key`]) a worker keeps prepared, the least recently used dropped first;
+/// the host counts the same way to know which keys a worker keeps.
+pub const GLOBALS_KEPT: usize = 8;
+
+/// The keys of a worker's kept globals, least recently used first: the worker and the host each keep one and update
+/// it identically for every keyed `Start`, so they agree on which keys the worker keeps.
+#[derive(Debug)]
+pub struct KeptGlobals<T> {
+    entries: Vec<(u64, T)>,
+}
+
+impl<T> Default for KeptGlobals<T> {
+    fn default() -> Self {
+        KeptGlobals { entries: Vec::new() }
+    }
+}
+
+impl<T> KeptGlobals<T> {
+    /// The entry of `key`, now the most recently used, if kept.
+    pub fn touch(&mut self, key: u64) -> Option<&T> {
+        let at = self.entries.iter().position(|(k, _)| *k == key)?;
+        let entry = self.entries.remove(at);
+        self.entries.push(entry);
+        self.entries.last().map(|(_, value)| value)
+    }
+
+    /// Keeps `value` under `key` as the most recently used, dropping the least recently used past [`GLOBALS_KEPT`].
+    pub fn insert(&mut self, key: u64, value: T) {
+        self.entries.retain(|(k, _)| *k != key);
+        if self.entries.len() >= GLOBALS_KEPT {
+            self.entries.remove(0);
+        }
+        self.entries.push((key, value));
+    }
 }
 
 /// Host to worker.
@@ -205,4 +257,23 @@ pub enum WorkerMessage {
         /// For the model.
         message: String,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kept_globals_drop_the_least_recently_used_past_the_limit() {
+        let mut kept = KeptGlobals::default();
+        for key in 0..GLOBALS_KEPT as u64 {
+            kept.insert(key, key * 10);
+        }
+        assert_eq!(kept.touch(0), Some(&0), "a touch makes 0 the most recently used");
+        kept.insert(100, 1000);
+        assert_eq!(kept.touch(1), None, "1 was the least recently used");
+        assert_eq!(kept.touch(0), Some(&0));
+        assert_eq!(kept.touch(100), Some(&1000));
+        assert_eq!(kept.entries.len(), GLOBALS_KEPT);
+    }
 }

@@ -19,7 +19,7 @@ use mimalloc::MiMalloc;
 
 use crate::confine::{ConfinementReport, Confiner, ENV_ADDRESS_SPACE};
 use crate::engine::{Engine, PreparedGlobals};
-use crate::protocol::{HostMessage, WorkerHello, WorkerMessage};
+use crate::protocol::{HostMessage, KeptGlobals, WorkerHello, WorkerMessage};
 
 /// Exit code of a worker that passed its memory limit.
 pub const EXIT_MEMORY: i32 = 86;
@@ -193,6 +193,8 @@ fn serve(instructions: u64, confinement: ConfinementReport) -> std::io::Result<(
     let mut sat_idle = false;
     let mut warm = KeepWarm::new();
     let mut spin = SettleSpin::default();
+    // The globals of keyed starts (a pool shared by several catalogs), prepared once each.
+    let mut kept: KeptGlobals<Rc<PreparedGlobals>> = KeptGlobals::default();
     loop {
         if sat_idle && next.is_none() {
             // The host is still taking the result this worker just sent; building the next context right away
@@ -246,10 +248,28 @@ fn serve(instructions: u64, confinement: ConfinementReport) -> std::io::Result<(
             };
             let step = match message {
                 HostMessage::Shutdown => return Ok(()),
-                HostMessage::Start(start) if !started => {
+                HostMessage::Start(mut start) if !started => {
                     started = true;
                     sat_idle = ready_at.elapsed() >= IDLE_THRESHOLD;
-                    engine.start(*start)
+                    let prepared = match (start.globals_key, start.globals.take()) {
+                        (None, globals) => {
+                            start.globals = globals;
+                            None
+                        }
+                        (Some(key), Some(globals)) => {
+                            let prepared = Rc::new(PreparedGlobals::new(&globals));
+                            kept.insert(key, prepared.clone());
+                            Some(prepared)
+                        }
+                        (Some(key), None) => match kept.touch(key) {
+                            Some(prepared) => Some(prepared.clone()),
+                            None => {
+                                eprintln!("codemode worker: a start without globals names a key it does not keep");
+                                return Err(std::io::Error::other("unknown globals key"));
+                            }
+                        },
+                    };
+                    engine.start_with(*start, prepared.as_deref())
                 }
                 HostMessage::Settle(round) if started => engine.settle(&round),
                 // The run parked and resumes by replay elsewhere: this context is dropped like a finished one.

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use codemode::bridge::{CallContext, ToolError, ToolHost};
-use codemode::{CodeMode, CodeModeResult, Limits, RunScope, ToolDefinition};
+use codemode::{CodeMode, CodeModeResult, ExecOptions, Limits, RunScope, ToolDefinition};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
 
@@ -27,6 +27,24 @@ impl ToolHost for Ping {
 
 fn ping_tool() -> ToolDefinition {
     ToolDefinition::new("ping", "Answers {ok: true}", json!({ "type": "object" })).replay_safe(true)
+}
+
+/// The 130 tools of ten npm MCP servers, as native tools (names two servers share get the server's prefix).
+fn real_tools() -> Vec<ToolDefinition> {
+    let raw: Value = serde_json::from_str(include_str!("../../codemode-catalog/tests/data/mcp-tools-130.json"))
+        .expect("the fixture is JSON");
+    let mut out: Vec<ToolDefinition> = Vec::new();
+    for (server, tools) in raw.as_object().expect("the fixture is keyed by server") {
+        for t in tools.as_array().expect("a tool list") {
+            let mut name = t["name"].as_str().expect("a name").to_owned();
+            if out.iter().any(|d| d.name == name) {
+                name = format!("{}_{name}", server.replace('-', "_"));
+            }
+            let description = t.get("description").and_then(Value::as_str).unwrap_or("");
+            out.push(ToolDefinition::new(name, description, t["inputSchema"].clone()));
+        }
+    }
+    out
 }
 
 fn engine(replay: bool) -> CodeMode {
@@ -82,6 +100,23 @@ fn benches(c: &mut Criterion) {
             warm(iters, &|engine| Box::pin(async move { engine.exec(input("return 1+1"), RunScope::default()).await }))
         })
     });
+    // A call with its own tools: its catalog's globals travel with the cell's start and are installed in a worker
+    // of the shared pool (PERFORMANCE-NOTES, "Per-call catalogs"). One small set, and the 130 real tools.
+    let small = ExecOptions::default().tools(vec![ping_tool()]);
+    let real = ExecOptions::default().tools(real_tools());
+    for (name, options) in
+        [("exec/trivial_cell_per_call_tools_1", small), ("exec/trivial_cell_per_call_tools_130", real)]
+    {
+        c.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let options = options.clone();
+                warm(iters, &move |engine| {
+                    let options = options.clone();
+                    Box::pin(async move { engine.exec_with(input("return 1+1"), RunScope::default(), &options).await })
+                })
+            })
+        });
+    }
     const TEN_CALLS: &str = "let n = 0; for (let i = 0; i < 10; i++) { if ((await ping({})).ok) n++ } return n";
     c.bench_function("exec/10_sequential_calls", |b| {
         b.iter_custom(|iters| {

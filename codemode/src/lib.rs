@@ -113,6 +113,10 @@ pub struct EngineStats {
     pub spawn_waits: u64,
     /// Cells that found as many cells computing as [`CodeModeBuilder::max_running_cells`] allows and queued.
     pub admission_waits: u64,
+    /// Worker processes idle in the pool the per-call catalogs share ([`ExecOptions`]).
+    pub per_call_idle_workers: usize,
+    /// Cells of per-call catalogs that found no idle worker in their shared pool and waited for one to start.
+    pub per_call_spawn_waits: u64,
 }
 
 /// Builds a [`CodeMode`].
@@ -427,6 +431,7 @@ impl CodeModeBuilder {
             catalog,
             host,
             pool,
+            globals: None,
             runs,
             sessions,
             tools_digest,
@@ -456,6 +461,7 @@ impl CodeModeBuilder {
             tools: Mutex::new(self.tools),
             options,
             pool: pool_config,
+            shared_pool: std::sync::OnceLock::new(),
             recent: Mutex::new(Vec::new()),
             limits: inner.limits.clone(),
             live_window,
@@ -469,14 +475,24 @@ impl CodeModeBuilder {
 pub const DEFAULT_HOST_JOURNAL_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Per-call options of [`CodeMode::exec_with`], [`CodeMode::wait_with`] and [`CodeMode::surface_with`].
+///
+/// A call with its own tools, policy or client tools runs on a catalog of its own, without a new engine: the engine
+/// keeps the catalogs of the last [`PER_RUN_CATALOGS`] such sets, and their cells share one pool of worker
+/// processes (each cell's start carries its catalog's globals). A `wait` resumes with the catalog of the `exec` that
+/// parked the run: pass the same options.
 #[derive(Clone, Default)]
 #[non_exhaustive]
 pub struct ExecOptions {
-    /// The client tools of the current run. They join the engine's tools in this call's catalog (source `client`,
-    /// which wins an exact-name shadow), without a new engine: the engine keeps a catalog and a worker pool for
-    /// each of the last [`PER_RUN_CATALOGS`] client-tool sets, so the next cell with the same set finds a warm
-    /// worker. A `wait` resumes with the tools of the `exec` that parked the run: pass the same set.
+    /// The client tools of the current run. They join the call's tools in its catalog (source `client`, which wins
+    /// an exact-name shadow).
     pub client_tools: Vec<ToolDefinition>,
+    /// This call's own tools in place of the engine's (one agent's or one sender's set): its catalog, `.d.ts` files
+    /// and counters hold these and never the engine's, and the engine's host runs their calls. `None`: the
+    /// engine's tools.
+    pub tools: Option<Vec<ToolDefinition>>,
+    /// This call's tool policy in place of the engine's, resolved for its catalog as
+    /// [`CodeModeBuilder::policy`] is. `None`: the engine's policy.
+    pub policy: Option<Policy>,
     /// Decides this call's approvals instead of the engine's approver (a gateway binds one to each request's peer).
     pub approver: Option<Arc<dyn Approver>>,
     /// Answers to the approvals a parked run waits for (`Waiting::pending_approvals`), by call id.
@@ -500,6 +516,8 @@ impl std::fmt::Debug for ExecOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ExecOptions")
             .field("client_tools", &self.client_tools)
+            .field("tools", &self.tools)
+            .field("policy", &self.policy)
             .field("approver", &self.approver.is_some())
             .field("answers", &self.answers)
             .field("idempotency_key", &self.idempotency_key)
@@ -521,6 +539,23 @@ impl ExecOptions {
     pub fn client_tools(mut self, tools: Vec<ToolDefinition>) -> Self {
         self.client_tools = tools;
         self
+    }
+
+    /// Options whose call has these tools in place of the engine's (see [`tools`](Self::tools)).
+    pub fn tools(mut self, tools: Vec<ToolDefinition>) -> Self {
+        self.tools = Some(tools);
+        self
+    }
+
+    /// Options whose call has this tool policy in place of the engine's (see [`policy`](Self::policy)).
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = Some(policy);
+        self
+    }
+
+    /// Whether the call runs on the engine's own catalog.
+    fn engine_catalog(&self) -> bool {
+        self.client_tools.is_empty() && self.tools.is_none() && self.policy.is_none()
     }
 
     /// Options whose approvals this approver decides (for [`CodeMode::exec_with`] and [`CodeMode::wait_with`]).
@@ -570,17 +605,20 @@ impl ExecOptions {
     }
 }
 
-/// Client-tool sets whose catalog and worker pool an engine keeps.
-pub const PER_RUN_CATALOGS: usize = 4;
+/// Per-call catalogs (tools, policy, client tools) an engine keeps.
+pub const PER_RUN_CATALOGS: usize = 32;
 
-/// What an engine keeps to build the catalog of a run with client tools: its own tools, the catalog options and
-/// the pool settings, and the catalogs built lately.
+/// What an engine keeps to build the catalog of a call with its own tools, policy or client tools: its own tools,
+/// the catalog options and the pool settings, the catalogs built lately and the workers they share.
 struct PerRun {
     /// The engine's own tools, as last set ([`CodeModeBuilder::tools`], [`CodeMode::set_tools`]).
     tools: Mutex<Vec<ToolDefinition>>,
     options: CatalogOptions,
     pool: PoolConfig,
-    /// `(digest of the client tools and the engine's catalog, the run state over their catalog)`, most recently
+    /// The workers of every per-call catalog, started without globals (each cell's start carries its own); made
+    /// when the first such call comes.
+    shared_pool: std::sync::OnceLock<Arc<WorkerPool>>,
+    /// `(digest of the call's options and the engine's catalog, the run state over their catalog)`, most recently
     /// used last.
     recent: Mutex<Vec<(String, Arc<Inner>)>>,
     /// The limits every run obeys (they never change).
@@ -624,8 +662,8 @@ impl std::fmt::Debug for CatalogRef {
 /// How long a parked run keeps its live worker by default.
 const DEFAULT_LIVE_WINDOW: Duration = Duration::from_secs(30);
 
-/// The code mode engine: one catalog, one tool host, one worker pool, one run store (and, for runs with client
-/// tools, a catalog and a pool per recent client-tool set, over the same stores).
+/// The code mode engine: one catalog, one tool host, one worker pool, one run store (and, for calls with their own
+/// tools, policy or client tools, a catalog per recent set, over the same stores and one shared pool).
 #[derive(Clone)]
 pub struct CodeMode {
     inner: Arc<Current>,
@@ -655,12 +693,15 @@ impl CodeMode {
         let inner = self.inner.get();
         let (parked_runs, parked_with_worker) = inner.runs.parked_counts(codemode_run::LiveRun::holds_worker);
         let pool = inner.pool.stats();
+        let per_call = self.per_run.shared_pool.get().map(|pool| pool.stats());
         EngineStats {
             parked_runs,
             parked_with_worker,
             idle_workers: pool.idle,
             spawn_waits: pool.spawn_waits,
             admission_waits: pool.admission_waits,
+            per_call_idle_workers: per_call.as_ref().map_or(0, |p| p.idle),
+            per_call_spawn_waits: per_call.map_or(0, |p| p.spawn_waits),
         }
     }
 
@@ -708,7 +749,7 @@ impl CodeMode {
         } else {
             Arc::new(codemode_run::CatalogScopes::default())
         };
-        let inner = Arc::new(derived(&base, catalog, pool.clone(), scopes));
+        let inner = Arc::new(derived(&base, catalog, pool.clone(), None, scopes));
         pool.replenish();
         codemode_run::start_sweeper(&inner, per_run.live_window);
         if per_run.shared {
@@ -716,10 +757,8 @@ impl CodeMode {
         }
         let old = self.inner.set(inner);
         old.pool.retire();
-        // The client-tool catalogs were built over the old tools.
-        for (_, stale) in recent.drain(..) {
-            stale.pool.retire();
-        }
+        // The per-call catalogs were built over the old tools.
+        recent.clear();
         *own = tools;
         Ok(true)
     }
@@ -729,7 +768,7 @@ impl CodeMode {
         self.exec_with(input, scope, &ExecOptions::default()).await
     }
 
-    /// Runs one cell with per-call options: the run's client tools join the catalog for this cell.
+    /// Runs one cell with per-call options: its own tools, policy and client tools make this cell's catalog.
     pub async fn exec_with(&self, input: serde_json::Value, scope: RunScope, options: &ExecOptions) -> CodeModeResult {
         let inner = match self.inner_for(options) {
             Ok(inner) => inner,
@@ -742,28 +781,33 @@ impl CodeMode {
         }
     }
 
-    /// The tool list the model sees when the run has these client tools: the exec description indexes them too.
+    /// The tool list the model sees for a call with these options: the exec description indexes its catalog.
     ///
     /// # Errors
     ///
-    /// [`Error::Catalog`] when the client tools cannot be cataloged with the engine's tools.
+    /// [`Error::Catalog`] when the call's tools cannot be cataloged.
     pub fn surface_with(&self, options: &ExecOptions) -> Result<Vec<ToolSpec>, Error> {
         let inner = self.inner_for(options)?;
         Ok(codemode_surface::visible_tools(&inner.catalog, &inner.limits))
     }
 
-    /// The run state over the catalog of `options`' client tools: the engine's own without client tools, else a
-    /// recent one for the same set, else a new catalog and pool sharing the engine's host and stores.
+    /// The run state over the catalog of `options`: the engine's own when they bring no tools, policy or client
+    /// tools, else a recent one for the same options, else a new catalog on the shared workers, with the engine's
+    /// host and stores.
     fn inner_for(&self, options: &ExecOptions) -> Result<Arc<Inner>, Error> {
         let base = self.inner.get();
-        if options.client_tools.is_empty() {
+        if options.engine_catalog() {
             return Ok(base);
         }
-        let key = {
+        let digest = {
             use sha2::{Digest, Sha256};
-            let text = serde_json::to_vec(&options.client_tools).expect("tool definitions serialize to JSON");
-            format!("{}{}", hex::encode(&Sha256::digest(&text)[..16]), base.tools_digest)
+            let mut hasher = Sha256::new();
+            let parts = (&options.client_tools, &options.tools, &options.policy);
+            hasher.update(serde_json::to_vec(&parts).expect("tool definitions and policies serialize to JSON"));
+            hasher.update(base.tools_digest.as_bytes());
+            hasher.finalize()
         };
+        let key = hex::encode(&digest[..16]);
         let per_run = &self.per_run;
         let mut recent = per_run.recent.lock().expect("per-run catalogs lock");
         if let Some(at) = recent.iter().position(|(k, _)| *k == key) {
@@ -772,15 +816,32 @@ impl CodeMode {
             recent.push(entry);
             return Ok(inner);
         }
-        let mut tools = per_run.tools.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        let mut tools = match &options.tools {
+            Some(tools) => tools.clone(),
+            None => per_run.tools.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone(),
+        };
         tools.extend(options.client_tools.iter().cloned().map(|t| t.source(ToolSource::Client)));
-        let catalog = Catalog::build(tools, per_run.options.clone())?;
-        let pool = WorkerPool::new(PoolConfig {
-            globals: Some(Arc::new(codemode_run::guest_globals(&catalog))),
-            warm: 1,
-            ..per_run.pool.clone()
-        });
-        let inner = Arc::new(derived(&base, catalog, pool, base.scopes.clone()));
+        let mut catalog_options = per_run.options.clone();
+        if let Some(policy) = &options.policy {
+            catalog_options.policy = Some(policy.clone()).filter(|p| !p.is_allow_all());
+        }
+        let catalog = Catalog::build(tools, catalog_options)?;
+        // Workers keep these globals prepared under the digest's first eight bytes.
+        let globals = codemode_vm::protocol::StartGlobals {
+            globals: Arc::new(codemode_run::guest_globals(&catalog)),
+            key: Some(u64::from_le_bytes(digest[..8].try_into().expect("eight bytes"))),
+        };
+        let pool = per_run
+            .shared_pool
+            .get_or_init(|| WorkerPool::new(PoolConfig { globals: None, warm: 1, ..per_run.pool.clone() }))
+            .clone();
+        // Client tools only add to the engine's tools, so the counters go on; a set of its own counts apart.
+        let scopes = if options.tools.is_some() {
+            Arc::new(codemode_run::CatalogScopes::default())
+        } else {
+            base.scopes.clone()
+        };
+        let inner = Arc::new(derived(&base, catalog, pool, Some(globals), scopes));
         if recent.len() >= PER_RUN_CATALOGS {
             recent.remove(0);
         }
@@ -900,9 +961,15 @@ impl CodeMode {
     }
 }
 
-/// The run state over `catalog`, `pool` and the catalog scopes `scopes`, sharing everything else (host, stores,
-/// clock, hooks) with `base`.
-fn derived(base: &Inner, catalog: Catalog, pool: Arc<WorkerPool>, scopes: Arc<codemode_run::CatalogScopes>) -> Inner {
+/// The run state over `catalog`, `pool` (whose cells get `globals` with their start, when it serves several
+/// catalogs) and the catalog scopes `scopes`, sharing everything else (host, stores, clock, hooks) with `base`.
+fn derived(
+    base: &Inner,
+    catalog: Catalog,
+    pool: Arc<WorkerPool>,
+    globals: Option<codemode_vm::protocol::StartGlobals>,
+    scopes: Arc<codemode_run::CatalogScopes>,
+) -> Inner {
     Inner {
         limits: base.limits.clone(),
         tools_digest: tools_digest(&catalog),
@@ -910,6 +977,7 @@ fn derived(base: &Inner, catalog: Catalog, pool: Arc<WorkerPool>, scopes: Arc<co
         catalog,
         host: base.host.clone(),
         pool,
+        globals,
         runs: base.runs.clone(),
         sessions: base.sessions.clone(),
         replay_on_resume: base.replay_on_resume,

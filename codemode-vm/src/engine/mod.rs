@@ -128,17 +128,26 @@ impl Engine {
 
     /// Installs the run's globals, starts the program, replays the journal and returns the first live report.
     pub fn start(&mut self, start: Start) -> Step {
+        self.start_with(start, None)
+    }
+
+    /// [`start`](Self::start) with the globals the worker keeps prepared for the start's `globals_key`, if any (they
+    /// are installed in place of `start.globals`).
+    pub fn start_with(&mut self, start: Start, kept: Option<&PreparedGlobals>) -> Step {
         {
             let mut state = self.state.borrow_mut();
             state.configure(&start);
         }
         self.clock.set(start.journal.start_clock_ms);
         hooks::reseed(&mut self.context, start.journal.seed);
-        let installed = match &start.globals {
-            Some(_) if self.installed => Err("the worker's contexts already carry their globals".to_owned()),
-            Some(globals) => self.install(&PreparedGlobals::new(globals)),
-            None if self.installed => Ok(()),
-            None => self.install(&PreparedGlobals::new(&GuestGlobals::default())),
+        let installed = match (kept, &start.globals) {
+            (Some(_), _) | (None, Some(_)) if self.installed => {
+                Err("the worker's contexts already carry their globals".to_owned())
+            }
+            (Some(prepared), _) => self.install(prepared),
+            (None, Some(globals)) => self.install(&PreparedGlobals::new(globals)),
+            (None, None) if self.installed => Ok(()),
+            (None, None) => self.install(&PreparedGlobals::new(&GuestGlobals::default())),
         };
         if let Err(e) = installed {
             return failure(CellFailure::Internal, format!("code mode could not install the run's globals: {e}"));

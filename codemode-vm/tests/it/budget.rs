@@ -24,6 +24,7 @@ fn run(instructions: u64) -> WorkerMessage {
             engine.start(Start {
                 source: LOOP.to_owned(),
                 globals: None,
+                globals_key: None,
                 limits: CellLimits::default(),
                 journal: Journal::default(),
                 skip_output: 0,

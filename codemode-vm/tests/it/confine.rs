@@ -108,6 +108,7 @@ fn start(source: &str) -> HostMessage {
     HostMessage::Start(Box::new(Start {
         source: source.into(),
         globals: None,
+        globals_key: None,
         limits: CellLimits::default(),
         journal: Journal::default(),
         skip_output: 0,

@@ -25,6 +25,7 @@ fn run_here(code: &str) -> Value {
     let start = Start {
         source: code.to_owned(),
         globals: None,
+        globals_key: None,
         limits: CellLimits::default(),
         journal: Journal::default(),
         skip_output: 0,

@@ -18,7 +18,8 @@ fn installed_globals() -> BTreeSet<String> {
     let globals = GuestGlobals { tools: vec!["probe_tool".into()], ..GuestGlobals::default() };
     let start = Start {
         source: "return Object.getOwnPropertyNames(globalThis)".into(),
-        globals: Some(globals),
+        globals: Some(std::sync::Arc::new(globals)),
+        globals_key: None,
         limits: CellLimits::default(),
         journal: Journal::default(),
         skip_output: 0,

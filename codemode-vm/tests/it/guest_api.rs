@@ -39,7 +39,8 @@ fn run(source: &str) -> WorkerMessage {
         let mut engine = Engine::new(u64::MAX, sink).expect("the engine starts");
         engine.start(Start {
             source,
-            globals: Some(globals()),
+            globals: Some(std::sync::Arc::new(globals())),
+            globals_key: None,
             limits: CellLimits::default(),
             journal: Journal::default(),
             skip_output: 0,

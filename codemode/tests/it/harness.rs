@@ -1,5 +1,5 @@
-//! The test rig shared by the facade's integration tests: one `CodeMode` with a small set of real tools behind an
-//! in-test `ToolHost`, and short limits.
+//! The test rig shared by the facade's integration tests: one `CodeMode` with a small set of real tools and two host
+//! namespaces (`namespaces.kv`, `nodes`) behind an in-test `ToolHost`, and short limits.
 //!
 //! It is not a mock of the engine: cells run in real `codemode-worker` processes. The host records every call to a
 //! tool the guest must never reach (denied, control and direct-only tools), so tests can assert none arrived.
@@ -50,6 +50,7 @@ impl ToolHost for Host {
                 Ok(Value::String("x".repeat(bytes)))
             }
             "give" => Ok(self.give.lock().expect("host lock").clone()),
+            "kv.get" | "kv.put" | "nodes.list" => Ok(json!({ "op": tool, "args": args })),
             other => Err(ToolError::new(format!("the test host has no tool {other}"))),
         }
     }
@@ -74,6 +75,7 @@ pub fn code_mode(host: Arc<Host>) -> CodeMode {
         tool("failing", "Always fails"),
         tool("big", "Returns a string of args.bytes bytes"),
         tool("give", "Returns the value the test set"),
+        tool("Summary_Report", "A capitalized name: catalog order is localeCompare's, not byte order"),
         tool("admin_delete", "Denied by policy"),
         tool("tool_search", "A tool-search control tool"),
         screenshot,
@@ -81,6 +83,8 @@ pub fn code_mode(host: Arc<Host>) -> CodeMode {
     CodeMode::builder()
         .limits(limits())
         .tools(tools)
+        .namespace("kv", vec![tool("get", "Reads a key"), tool("put", "Writes a key").replay_safe(false)])
+        .namespace("nodes", vec![tool("list", "Lists the nodes")])
         .deny(vec!["admin_delete".into()])
         .host(host)
         .warm_workers(2)
