@@ -151,7 +151,7 @@ fn contexts(c: &mut Criterion) {
     group.bench_function("fresh_and_trivial_cell", |b| {
         b.iter_with_large_drop(|| {
             let mut engine = fresh(&prepared);
-            let step = engine.start(start("return 1+1"));
+            let step = engine.start(start("return 1+1"), None);
             (engine, step)
         })
     });
@@ -160,7 +160,7 @@ fn contexts(c: &mut Criterion) {
         b.iter_batched(
             || fresh(&prepared),
             |mut built| {
-                let step = built.start(start("return 1+1"));
+                let step = built.start(start("return 1+1"), None);
                 // Dropped outside the timing, as a worker drops it after reporting.
                 engine = Some(built);
                 black_box(step)

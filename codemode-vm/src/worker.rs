@@ -269,7 +269,7 @@ fn serve(instructions: u64, confinement: ConfinementReport) -> std::io::Result<(
                             }
                         },
                     };
-                    engine.start_with(*start, prepared.as_deref())
+                    engine.start(*start, prepared.as_deref())
                 }
                 HostMessage::Settle(round) if started => engine.settle(&round),
                 // The run parked and resumes by replay elsewhere: this context is dropped like a finished one.

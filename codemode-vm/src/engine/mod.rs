@@ -126,14 +126,9 @@ impl Engine {
         })
     }
 
-    /// Installs the run's globals, starts the program, replays the journal and returns the first live report.
-    pub fn start(&mut self, start: Start) -> Step {
-        self.start_with(start, None)
-    }
-
-    /// [`start`](Self::start) with the globals the worker keeps prepared for the start's `globals_key`, if any (they
-    /// are installed in place of `start.globals`).
-    pub fn start_with(&mut self, start: Start, kept: Option<&PreparedGlobals>) -> Step {
+    /// Installs the run's globals (`kept`, the globals the worker keeps prepared for the start's `globals_key`, else
+    /// the start's own), starts the program, replays the journal and returns the first live report.
+    pub fn start(&mut self, start: Start, kept: Option<&PreparedGlobals>) -> Step {
         {
             let mut state = self.state.borrow_mut();
             state.configure(&start);

@@ -28,7 +28,7 @@ fn run(instructions: u64) -> WorkerMessage {
                 limits: CellLimits::default(),
                 journal: Journal::default(),
                 skip_output: 0,
-            })
+            }, None)
         })
         .expect("the engine thread starts")
         .join()

@@ -30,7 +30,7 @@ fn run_here(code: &str) -> Value {
         journal: Journal::default(),
         skip_output: 0,
     };
-    match engine.start(start) {
+    match engine.start(start, None) {
         WorkerMessage::Quiescent { outcome: Some(GuestOutcome::Returned { value }), .. } => value,
         other => panic!("{code}: expected a value, got {other:?}"),
     }

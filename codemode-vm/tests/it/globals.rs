@@ -24,7 +24,7 @@ fn installed_globals() -> BTreeSet<String> {
         journal: Journal::default(),
         skip_output: 0,
     };
-    match engine.start(start) {
+    match engine.start(start, None) {
         WorkerMessage::Quiescent { outcome: Some(GuestOutcome::Returned { value: Value::Array(names) }), .. } => {
             names.iter().map(|n| n.as_str().expect("property names are strings").to_owned()).collect()
         }

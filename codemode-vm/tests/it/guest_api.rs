@@ -44,7 +44,7 @@ fn run(source: &str) -> WorkerMessage {
             limits: CellLimits::default(),
             journal: Journal::default(),
             skip_output: 0,
-        })
+        }, None)
     })
 }
 
