@@ -219,9 +219,11 @@ impl ToolDefinition {
         self
     }
 
-    /// The tool's effect class: as configured, else `read` when MCP says `readOnlyHint: true`, else `write`.
+    /// The tool's effect class: as configured, else `read` when MCP says `readOnlyHint: true` or for `skills.list`
+    /// and `skills.read` (the seed's read-only discovery), else `write`.
     pub fn effect_class(&self) -> EffectClass {
-        self.effect.unwrap_or(if self.read_only_hint { EffectClass::Read } else { EffectClass::Write })
+        let discovery = self.namespace.as_deref() == Some("skills") && matches!(self.name.as_str(), "list" | "read");
+        self.effect.unwrap_or(if self.read_only_hint || discovery { EffectClass::Read } else { EffectClass::Write })
     }
 
     /// Sets how the tool's calls are scheduled.

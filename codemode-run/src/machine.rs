@@ -437,9 +437,17 @@ impl RunMachine {
         }
         self.pause_since = self.asking().then_some(now_ms);
         self.fresh_from = u32::MAX;
-        for (id, due, digest) in std::mem::take(&mut self.restored_timers) {
-            let call = BridgeCall::Sleep(SleepArgs { ms: due.saturating_sub(now_ms) });
-            self.queue.push_back(Command::Dispatch(BridgeRequest { id, call }, RequestDigest(digest)));
+        // Timers that came due while the run was parked fire now, in the order they were due (as zero-delay sleeps
+        // they would settle in any order); the others sleep for what they have left.
+        let mut restored = std::mem::take(&mut self.restored_timers);
+        restored.sort_by_key(|&(id, due, _)| (due, id));
+        for (id, due, digest) in restored {
+            if due <= now_ms {
+                self.ready.push(Settlement { id, value: SettlementValue::Ok { value: Value::Null } });
+            } else {
+                let call = BridgeCall::Sleep(SleepArgs { ms: due - now_ms });
+                self.queue.push_back(Command::Dispatch(BridgeRequest { id, call }, RequestDigest(digest)));
+            }
         }
         // A yield is answered by the wait that resumes it.
         if let Some((id, reason)) = self.yield_request.take() {

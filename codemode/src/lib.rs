@@ -803,7 +803,7 @@ impl CodeMode {
             use sha2::{Digest, Sha256};
             let mut hasher = Sha256::new();
             let parts = (&options.client_tools, &options.tools, &options.policy);
-            hasher.update(serde_json::to_vec(&parts).expect("tool definitions and policies serialize to JSON"));
+            serde_json::to_writer(&mut hasher, &parts).expect("tool definitions and policies serialize to JSON");
             hasher.update(base.tools_digest.as_bytes());
             hasher.finalize()
         };

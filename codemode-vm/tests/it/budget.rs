@@ -21,14 +21,17 @@ fn run(instructions: u64) -> WorkerMessage {
         .spawn(move || {
             let (sink, _) = collect_output();
             let mut engine = Engine::new(instructions, sink).expect("the engine starts");
-            engine.start(Start {
-                source: LOOP.to_owned(),
-                globals: None,
-                globals_key: None,
-                limits: CellLimits::default(),
-                journal: Journal::default(),
-                skip_output: 0,
-            }, None)
+            engine.start(
+                Start {
+                    source: LOOP.to_owned(),
+                    globals: None,
+                    globals_key: None,
+                    limits: CellLimits::default(),
+                    journal: Journal::default(),
+                    skip_output: 0,
+                },
+                None,
+            )
         })
         .expect("the engine thread starts")
         .join()

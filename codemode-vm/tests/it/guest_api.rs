@@ -37,14 +37,17 @@ fn run(source: &str) -> WorkerMessage {
     crate::strings::on_engine_thread(move || {
         let (sink, _) = collect_output();
         let mut engine = Engine::new(u64::MAX, sink).expect("the engine starts");
-        engine.start(Start {
-            source,
-            globals: Some(std::sync::Arc::new(globals())),
-            globals_key: None,
-            limits: CellLimits::default(),
-            journal: Journal::default(),
-            skip_output: 0,
-        }, None)
+        engine.start(
+            Start {
+                source,
+                globals: Some(std::sync::Arc::new(globals())),
+                globals_key: None,
+                limits: CellLimits::default(),
+                journal: Journal::default(),
+                skip_output: 0,
+            },
+            None,
+        )
     })
 }
 

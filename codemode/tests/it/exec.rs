@@ -370,6 +370,24 @@ async fn host_namespaces_are_guest_objects_called_through_the_catalog_and_the_po
     assert_eq!(c.telemetry.call_count, 3, "the three operation calls that ran count as tool calls: {:?}", c.telemetry);
 }
 
+/// Seed 001: `skills.list()` and `skills.read()` are read-only discovery; a program that throws after them is still
+/// mutation-free, so ordinary recovery stays open.
+#[tokio::test]
+async fn skills_list_and_read_are_discovery_not_mutations() {
+    let engine = CodeMode::builder()
+        .limits(Limits { timeout_ms: 5_000, ..Limits::default() })
+        .tools(tools())
+        .namespace("skills", vec![tool("list", json!({ "type": "object" })), tool("read", json!({ "type": "object" }))])
+        .host(std::sync::Arc::new(TestHost::default()))
+        .warm_workers(1)
+        .build()
+        .expect("the engine builds");
+    let r = exec(&engine, "await skills.list({}); await skills.read({}); throw new Error('after discovery')").await;
+    let codemode::CodeModeResult::Failed(f) = &r else { panic!("{r:?}") };
+    assert!(f.effects.mutation_free, "{:?}", f.effects);
+    assert_eq!(f.effects.completed_writes, 0);
+}
+
 /// Regression: the prelude installs `DOMException`; a tool of that name gets another callable name and the
 /// global keeps working.
 #[tokio::test]

@@ -208,3 +208,35 @@ async fn ending_a_session_ends_its_runs_and_cancels_their_calls_and_leaves_other
     assert_eq!(value(&engine.wait(json!({ "runId": kept }), session("s2")).await), json!(3));
     assert_eq!(engine.end_session("s1").await.expect("nothing left"), 0);
 }
+
+/// Timers that came due while a run was parked in a state folder fire in the order they were due once another
+/// engine restores it (each used to become its own zero-delay sleep, settling in any order).
+#[tokio::test]
+async fn timers_that_came_due_while_parked_fire_in_their_order_after_a_restore() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = Arc::new(codemode::snapshot::ManualClock::new(1_000_000));
+    let build = || {
+        CodeMode::builder()
+            .limits(Limits { timeout_ms: 5_000, ..Limits::default() })
+            .tools(tools())
+            .host(Arc::new(TestHost::default()))
+            .state_dir(Some(dir.path().to_path_buf()))
+            .clock(clock.clone())
+            .warm_workers(1)
+            .build()
+            .expect("the engine builds")
+    };
+    let code = "const order = []; \
+        for (const [name, ms] of [['d', 800], ['a', 500], ['c', 700], ['b', 600], ['e', 650]]) \
+          setTimeout(() => order.push(name), ms); \
+        const done = new Promise((r) => setTimeout(r, 900)); \
+        await yield_control('later'); await done; return order";
+    let first = build();
+    let parked = exec(&first, code).await;
+    let CodeModeResult::Waiting(w) = &parked else { panic!("expected waiting, got {parked:?}") };
+    drop(first);
+    clock.advance(60_000);
+    let restored = build();
+    let done = wait(&restored, &w.run_id).await;
+    assert_eq!(value(&done), json!(["a", "b", "e", "c", "d"]));
+}

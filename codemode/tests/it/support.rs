@@ -40,7 +40,7 @@ impl ToolHost for TestHost {
         self.calls.fetch_add(1, Ordering::SeqCst);
         match tool {
             "echo" | "lookup" => Ok(args),
-            "docs.search" | "skills.list" => Ok(json!({ "op": tool, "args": args })),
+            "docs.search" | "skills.list" | "skills.read" => Ok(json!({ "op": tool, "args": args })),
             "add" => Ok(json!(args["a"].as_f64().unwrap_or(0.0) + args["b"].as_f64().unwrap_or(0.0))),
             "DOMException" => Ok(json!("the DOMException tool")),
             "fail" => Err(ToolError::new("the tool failed on purpose")),
