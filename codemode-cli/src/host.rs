@@ -101,7 +101,8 @@ fn read_tool() -> ToolDefinition {
             "lines": { "type": "integer" },
             "totalLines": { "type": "integer" }
         },
-        "required": ["path", "content", "offset", "lines", "totalLines"]
+        "required": ["path", "content", "offset", "lines", "totalLines"],
+        "additionalProperties": false
     }))
     .replay_safe(true)
     .effect(EffectClass::Read)
@@ -132,12 +133,14 @@ fn list_tool() -> ToolDefinition {
                         "type": { "type": "string", "enum": ["file", "dir", "other"] },
                         "size": { "type": "integer" }
                     },
-                    "required": ["name", "type", "size"]
+                    "required": ["name", "type", "size"],
+                    "additionalProperties": false
                 }
             },
             "truncated": { "type": "boolean" }
         },
-        "required": ["path", "entries", "truncated"]
+        "required": ["path", "entries", "truncated"],
+        "additionalProperties": false
     }))
     .replay_safe(true)
     .effect(EffectClass::Read)

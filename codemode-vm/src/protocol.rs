@@ -163,6 +163,11 @@ impl<T> KeptGlobals<T> {
         self.entries.last().map(|(_, value)| value)
     }
 
+    /// The most recently used entry.
+    pub fn last(&self) -> Option<(u64, &T)> {
+        self.entries.last().map(|(key, value)| (*key, value))
+    }
+
     /// Keeps `value` under `key` as the most recently used, dropping the least recently used past [`GLOBALS_KEPT`].
     pub fn insert(&mut self, key: u64, value: T) {
         self.entries.retain(|(k, _)| *k != key);

@@ -213,23 +213,24 @@ fn serve(instructions: u64, confinement: ConfinementReport) -> std::io::Result<(
         // and the next cell run on a heap holding only live objects and do not stop to collect a whole dead
         // context (PERFORMANCE-NOTES.md, "Fresh contexts").
         boa_gc::force_collect();
-        let sink_out = out.clone();
-        let sink = Box::new(move |item| {
-            // A broken pipe means the host is gone; the next read sees EOF and ends the worker.
-            let _ = write_message(&mut *sink_out.borrow_mut(), &WorkerMessage::Output(item));
-        });
-        let mut engine = match Engine::new(instructions, sink) {
-            Ok(engine) => engine,
-            Err(e) => {
-                eprintln!("codemode worker: the engine could not start: {e}");
-                return Err(std::io::Error::other("engine start failed"));
-            }
-        };
+        let mut engine = new_engine(instructions, &out)?;
         if let Some(globals) = &globals
             && let Err(e) = engine.install(globals)
         {
             eprintln!("codemode worker: the globals could not be installed: {e}");
             return Err(std::io::Error::other("globals rejected"));
+        }
+        // A worker of a shared pool installs the globals of the last keyed start ahead of need: the next cell of
+        // the same catalog (an agent's next turn) then starts as a configured worker's does.
+        let mut ahead = None;
+        if globals.is_none()
+            && let Some((key, prepared)) = kept.last()
+        {
+            match engine.install(prepared) {
+                Ok(()) => ahead = Some(key),
+                // The start installs what it names, in a context nothing was installed in.
+                Err(_) => engine = new_engine(instructions, &out)?,
+            }
         }
         // No `Ready` is written: the host never waits for one, and the write woke the host's I/O driver for
         // nothing once per cell.
@@ -251,9 +252,17 @@ fn serve(instructions: u64, confinement: ConfinementReport) -> std::io::Result<(
                 HostMessage::Start(mut start) if !started => {
                     started = true;
                     sat_idle = ready_at.elapsed() >= IDLE_THRESHOLD;
+                    if ahead.is_some() && start.globals_key != ahead {
+                        // The context carries another catalog's globals: this cell gets a clean one.
+                        engine = new_engine(instructions, &out)?;
+                    }
                     let prepared = match (start.globals_key, start.globals.take()) {
                         (None, globals) => {
                             start.globals = globals;
+                            None
+                        }
+                        (Some(key), _) if ahead == Some(key) => {
+                            kept.touch(key);
                             None
                         }
                         (Some(key), Some(globals)) => {
@@ -291,6 +300,19 @@ fn serve(instructions: u64, confinement: ConfinementReport) -> std::io::Result<(
             }
         }
     }
+}
+
+/// A fresh engine whose output goes to `out`.
+fn new_engine(instructions: u64, out: &Rc<std::cell::RefCell<BufWriter<std::io::Stdout>>>) -> std::io::Result<Engine> {
+    let sink_out = out.clone();
+    let sink = Box::new(move |item| {
+        // A broken pipe means the host is gone; the next read sees EOF and ends the worker.
+        let _ = write_message(&mut *sink_out.borrow_mut(), &WorkerMessage::Output(item));
+    });
+    Engine::new(instructions, sink).map_err(|e| {
+        eprintln!("codemode worker: the engine could not start: {e}");
+        std::io::Error::other("engine start failed")
+    })
 }
 
 /// The next host message, or `None` when the host hung up.

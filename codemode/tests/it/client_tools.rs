@@ -102,9 +102,10 @@ async fn each_call_brings_its_own_tools_and_policy_and_shares_the_engines_worker
     assert_eq!(calls, 2, "alice's denied call never reached the host");
 
     // Many agents, one pool: after the first cell, every set finds a worker another set left. Alice's and Bob's
-    // cells come again, first while the workers keep their globals prepared, then after more sets than they keep.
+    // cells come again after more sets than a worker keeps, then one after the other (a worker installs the last
+    // set's globals ahead of need).
     let agents = ["carol", "dave", "erin", "frank", "grace", "heidi", "ivan", "judy", "mallory", "niaj"];
-    for name in ["alice", "bob"].into_iter().chain(agents).chain(["alice", "bob"]) {
+    for name in ["alice", "bob"].into_iter().chain(agents).chain(["alice", "bob", "bob", "alice", "alice"]) {
         let v = value(&engine.exec_with(agent_probe("echo({ n: 2 })"), RunScope::default(), &agent(name)).await);
         let names: Vec<String> = match name {
             "alice" => vec!["echo".into(), "lookup".into()],
