@@ -486,8 +486,9 @@ pub struct ExecOptions {
     /// The client tools of the current run. They join the call's tools in its catalog (source `client`, which wins
     /// an exact-name shadow).
     pub client_tools: Vec<ToolDefinition>,
-    /// This call's own tools in place of the engine's (one agent's or one sender's set): its catalog, `.d.ts` files
-    /// and counters hold these and never the engine's, and the engine's host runs their calls. `None`: the
+    /// This call's own tools in place of the engine's (one agent's or one sender's set): its catalog and `.d.ts`
+    /// files hold these and never the engine's, and the engine's host runs their calls. A set with a tool the engine
+    /// lacks has counters of its own; a subset of the engine's tools keeps its counter lifetime. `None`: the
     /// engine's tools.
     pub tools: Option<Vec<ToolDefinition>>,
     /// This call's tool policy in place of the engine's, resolved for its catalog as
@@ -816,10 +817,14 @@ impl CodeMode {
             recent.push(entry);
             return Ok(inner);
         }
-        let mut tools = match &options.tools {
-            Some(tools) => tools.clone(),
-            None => per_run.tools.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone(),
-        };
+        let own = per_run.tools.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        // Client tools only add to the engine's tools and a policy or a subset of them only narrows its catalog, so
+        // the counters go on (seed 001: one counter lifetime); a set with a tool of its own counts apart.
+        let narrows = options.tools.as_ref().is_none_or(|tools| {
+            let own: Vec<serde_json::Value> = own.iter().filter_map(|t| serde_json::to_value(t).ok()).collect();
+            tools.iter().all(|t| serde_json::to_value(t).is_ok_and(|t| own.contains(&t)))
+        });
+        let mut tools = options.tools.clone().unwrap_or(own);
         tools.extend(options.client_tools.iter().cloned().map(|t| t.source(ToolSource::Client)));
         let mut catalog_options = per_run.options.clone();
         if let Some(policy) = &options.policy {
@@ -835,12 +840,7 @@ impl CodeMode {
             .shared_pool
             .get_or_init(|| WorkerPool::new(PoolConfig { globals: None, warm: 1, ..per_run.pool.clone() }))
             .clone();
-        // Client tools only add to the engine's tools, so the counters go on; a set of its own counts apart.
-        let scopes = if options.tools.is_some() {
-            Arc::new(codemode_run::CatalogScopes::default())
-        } else {
-            base.scopes.clone()
-        };
+        let scopes = if narrows { base.scopes.clone() } else { Arc::new(codemode_run::CatalogScopes::default()) };
         let inner = Arc::new(derived(&base, catalog, pool, Some(globals), scopes));
         if recent.len() >= PER_RUN_CATALOGS {
             recent.remove(0);

@@ -309,3 +309,31 @@ async fn the_counter_scope_is_kept_when_tools_are_appended_and_changes_when_they
     assert!(scope.starts_with("cs_") && scope != replaced, "a restored catalog is a new counter lifetime: {scope}");
     assert_eq!(counter_scope(&exec(&restored, "return 4").await), scope, "and the restoring engine's cells share it");
 }
+
+/// Seed 001: the counter lifetime stays when a prompt's policy or a subset of the engine's tools narrows the catalog
+/// for one call, and a call with a tool of its own counts apart.
+#[tokio::test]
+async fn narrowing_the_catalog_for_a_call_keeps_the_counter_scope() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = engine_in(dir.path(), vec![echo(), greet()]);
+    let call = |options: codemode::ExecOptions| {
+        let engine = engine.clone();
+        async move {
+            let input = json!({ "title": "count", "code": "await echo({}); return 1" });
+            engine.exec_with(input, RunScope::default(), &options).await
+        }
+    };
+    let first = counter_scope(&call(codemode::ExecOptions::default()).await);
+    let subset = call(codemode::ExecOptions::default().tools(vec![echo()])).await;
+    assert_eq!(counter_scope(&subset), first, "a subset narrows the catalog");
+    let policy = codemode::Policy::from_json("policy", &json!({ "rules": [{ "match": "greet", "policy": "deny" }] }))
+        .expect("a policy");
+    let narrowed = call(codemode::ExecOptions::default().policy(policy)).await;
+    assert_eq!(counter_scope(&narrowed), first, "a policy narrows the catalog");
+    let own = call(codemode::ExecOptions::default().tools(vec![echo(), tool_of_its_own()])).await;
+    assert_ne!(counter_scope(&own), first, "a set with a tool of its own is another catalog");
+}
+
+fn tool_of_its_own() -> ToolDefinition {
+    ToolDefinition::new("mine", "A tool only one agent has", json!({ "type": "object" })).replay_safe(true)
+}
