@@ -847,6 +847,10 @@ impl RunMachine {
                 self.quiescent = true;
                 self.phase = Phase::Quiescent;
                 self.fresh_from = requests.first().map_or(u32::MAX, |r| r.id);
+                // A request the program made and gave up on in the same stretch (a timer set and cleared) is never
+                // started: its replay makes and clears it again, and no settlement may be journaled for it.
+                let withdrawn: BTreeSet<u32> =
+                    canceled.iter().copied().filter(|id| requests.iter().any(|r| r.id == *id)).collect();
                 for id in canceled {
                     self.timers.remove(&id);
                     // The program gave up on it; the host may already have handed it to its tool.
@@ -864,6 +868,10 @@ impl RunMachine {
                 }
                 for request in requests {
                     let digest = request.digest();
+                    if withdrawn.contains(&request.id) {
+                        self.journal.requests.push(digest);
+                        continue;
+                    }
                     if let BridgeCall::Sleep(SleepArgs { ms }) = &request.call {
                         // The guest's virtual clock reads the last round's clock (or the start) until the next one.
                         let clock = self.journal.rounds.last().map_or(self.journal.start_clock_ms, |r| r.clock_ms);

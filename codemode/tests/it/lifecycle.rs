@@ -240,3 +240,19 @@ async fn timers_that_came_due_while_parked_fire_in_their_order_after_a_restore()
     let done = wait(&restored, &w.run_id).await;
     assert_eq!(value(&done), json!(["a", "b", "e", "c", "d"]));
 }
+
+/// Seed 003: `clearTimeout` removes a timer without starting a host timer, also when the program sets and clears it
+/// in one stretch; a run resumed by replay makes and clears it again, and no settlement of it was journaled.
+#[tokio::test]
+async fn a_timer_set_and_cleared_at_once_is_never_started_and_replays() {
+    let (engine, _) = engine_with(Limits { timeout_ms: 5_000, ..Limits::default() }, true);
+    let code = "const t = setTimeout(() => console.log('fired'), 20); clearTimeout(t); \
+        await new Promise((r) => setTimeout(r, 50)); console.log('slept'); \
+        await yield_control('pause'); return 'done'";
+    let parked = exec(&engine, code).await;
+    let CodeModeResult::Waiting(w) = &parked else { panic!("expected waiting, got {parked:?}") };
+    let done = wait(&engine, &w.run_id).await;
+    assert_eq!(value(&done), json!("done"), "{done:?}");
+    let printed = serde_json::to_string(&parked).unwrap() + &serde_json::to_string(&done).unwrap();
+    assert!(printed.contains("slept") && !printed.contains("fired"), "{printed}");
+}
