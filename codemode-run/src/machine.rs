@@ -13,9 +13,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 use codemode_bridge::{
-    ApprovalDecision, BridgeCall, BridgeErrorCode, BridgeMethod, BridgeRequest, ByteCharge, CallCounts, EffectFacts,
-    EffectStatus, ErrorCode, ErrorKind, FailurePhase, Journal, OutputBudget, OutputItem, OverCap, RequestDigest, Round,
-    Settlement, SettlementValue, SharedBytes, SleepArgs, WaitReason, WriteEffect,
+    ApprovalDecision, BridgeCall, BridgeErrorCode, BridgeMethod, BridgeRequest, ByteCharge, CallCounts, CallValueArgs,
+    EffectFacts, EffectStatus, ErrorCode, ErrorKind, FailurePhase, Journal, OutputBudget, OutputItem, OverCap,
+    RequestDigest, Round, Settlement, SettlementValue, SharedBytes, SleepArgs, WaitReason, WriteEffect,
 };
 use codemode_snapshot::{AskedCall, Checkpoint};
 use codemode_vm::pool::Death;
@@ -280,6 +280,13 @@ pub fn death_kind(death: &Death) -> (ErrorKind, FailurePhase) {
         Death::Oversized(_) => (ErrorKind::OutputLimitExceeded, FailurePhase::Bridge),
         Death::Other(_) | Death::Confinement(_) => (ErrorKind::RuntimeUnavailable, FailurePhase::Host),
     }
+}
+
+/// Whether a nested call collects results as a required cell does (seed 000): a shell `exec` or `agents_wait` called
+/// with `awaitResults: true` makes the cell that calls it required.
+fn collects_results(call: &BridgeCall) -> bool {
+    let BridgeCall::CallValue(CallValueArgs { tool, args: Some(args), .. }) = call else { return false };
+    matches!(tool.as_str(), "exec" | "agents_wait") && args.get("awaitResults") == Some(&Value::Bool(true))
 }
 
 impl RunMachine {
@@ -881,6 +888,9 @@ impl RunMachine {
                     if matches!(request.call, BridgeCall::CallValue(_) | BridgeCall::Namespace(_)) {
                         self.tool_calls.insert(request.id);
                     }
+                    if collects_results(&request.call) {
+                        self.require_results();
+                    }
                     self.journal.requests.push(digest);
                     self.queue.push_back(Command::Dispatch(request, digest));
                 }
@@ -898,6 +908,14 @@ impl RunMachine {
                 }
             }
         }
+    }
+
+    /// Makes the cell required from now on, as `awaitResults: true` on its `exec` would have: it no longer parks
+    /// at the park time, its waits on host work are not charged to its deadline, and its yields are refused.
+    fn require_results(&mut self) {
+        self.await_results = true;
+        self.park_at_ms = NO_PARK;
+        self.hold_until_ms = None;
     }
 
     fn on_collected(&mut self, now_ms: u64, timed_out: bool, idle: bool) {

@@ -256,3 +256,24 @@ async fn a_timer_set_and_cleared_at_once_is_never_started_and_replays() {
     let printed = serde_json::to_string(&parked).unwrap() + &serde_json::to_string(&done).unwrap();
     assert!(printed.contains("slept") && !printed.contains("fired"), "{printed}");
 }
+
+/// Seed 000: a nested `agents_wait({ awaitResults: true })` (or a shell `exec` with it) makes an ordinary cell
+/// required: its yield is refused catchably and its waits on host work never park it.
+#[tokio::test]
+async fn a_nested_call_with_await_results_makes_the_cell_required() {
+    let host = Arc::new(TestHost::default());
+    let mut defs = tools();
+    defs.push(tool("agents_wait", json!({ "type": "object" })));
+    let engine = CodeMode::builder()
+        .limits(Limits { timeout_ms: 300, ..Limits::default() })
+        .tools(defs)
+        .host(host)
+        .warm_workers(1)
+        .build()
+        .expect("the engine builds");
+    let code = "await agents_wait({ awaitResults: true }); \
+        let y; try { await yield_control('later'); y = 'yielded'; } catch (e) { y = e.code; } \
+        const s = await slow({ ms: 400 }); return { y, slept: s.slept }";
+    let result = exec(&engine, code).await;
+    assert_eq!(value(&result), json!({ "y": "invalid_input", "slept": 400 }), "{result:?}");
+}

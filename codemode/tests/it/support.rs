@@ -39,7 +39,7 @@ impl ToolHost for TestHost {
     async fn call_tool(&self, tool: &str, args: Value, _cx: CallContext) -> Result<Value, ToolError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         match tool {
-            "echo" | "lookup" => Ok(args),
+            "echo" | "lookup" | "agents_wait" => Ok(args),
             "docs.search" | "skills.list" | "skills.read" => Ok(json!({ "op": tool, "args": args })),
             "add" => Ok(json!(args["a"].as_f64().unwrap_or(0.0) + args["b"].as_f64().unwrap_or(0.0))),
             "DOMException" => Ok(json!("the DOMException tool")),
