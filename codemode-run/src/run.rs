@@ -951,6 +951,26 @@ pub async fn end_session(inner: Arc<Inner>, session: &str) -> Result<usize, Stor
     Ok(runs.len())
 }
 
+/// Ends every run the agent run of `scope` (its `agent_run_id`, in its session) owns, as [`abort`] ends one; returns
+/// how many. A scope without an agent run owns none.
+///
+/// # Errors
+///
+/// When the store could not list the session's runs or read one.
+pub async fn end_agent_run(inner: Arc<Inner>, scope: &RunScope) -> Result<usize, StoreError> {
+    let Some(agent_run) = scope.agent_run_id.as_deref() else { return Ok(0) };
+    let backend = inner.runs.backend();
+    let mut ended = 0;
+    for run_id in backend.list(Some(&owner_of(scope).scope_key())).await? {
+        let owned = backend.get(&run_id).await?.is_some_and(|c| c.owner.agent_run_id.as_deref() == Some(agent_run));
+        if owned {
+            abort(inner.clone(), &run_id).await;
+            ended += 1;
+        }
+    }
+    Ok(ended)
+}
+
 /// The result of a cell its caller cancelled: dropping the run killed its worker and aborted its tool calls.
 pub fn cancelled(inner: &Inner, scope: &RunScope) -> CodeModeResult {
     let result = CodeModeResult::failed(

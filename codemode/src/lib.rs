@@ -959,6 +959,18 @@ impl CodeMode {
     pub async fn end_session(&self, session_id: &str) -> Result<usize, Error> {
         Ok(codemode_run::end_session(self.inner.get(), session_id).await?)
     }
+
+    /// Ends every run an agent run owns (`scope.agent_run_id`, in `scope`'s session) when that agent run ends or is
+    /// cancelled, or its tool catalog closes at teardown (seed 000), even if no `wait` follows: calls in flight are
+    /// cancelled, snapshots dropped and workers released, as [`abort`](Self::abort) does for one run; returns how
+    /// many runs were ended. The session's other agent runs keep theirs.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::State`] when the run store could not list or read the session's runs.
+    pub async fn end_agent_run(&self, scope: &RunScope) -> Result<usize, Error> {
+        Ok(codemode_run::end_agent_run(self.inner.get(), scope).await?)
+    }
 }
 
 /// The run state over `catalog`, `pool` (whose cells get `globals` with their start, when it serves several

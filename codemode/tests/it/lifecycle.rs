@@ -277,3 +277,29 @@ async fn a_nested_call_with_await_results_makes_the_cell_required() {
     let result = exec(&engine, code).await;
     assert_eq!(value(&result), json!({ "y": "invalid_input", "slept": 400 }), "{result:?}");
 }
+
+/// Seed 000: ending the owning agent run (a turn cancelled, its catalog closed at teardown) ends its parked runs and
+/// cancels their calls without a `wait`; another agent run of the same session keeps its own.
+#[tokio::test]
+async fn ending_an_agent_run_ends_its_runs_and_leaves_the_sessions_others_alone() {
+    let (engine, host) = crate::support::gated_engine();
+    let turn = |id: &str| RunScope {
+        session_id: Some("s1".to_owned()),
+        agent_run_id: Some(id.to_owned()),
+        ..RunScope::default()
+    };
+    let cell = |code: &str| json!({ "title": "turn", "code": code });
+    let holding = engine.exec(cell("hold({}); await yield_control('look'); return 1"), turn("a1")).await;
+    let holding = run_id(&holding);
+    let kept = run_id(&engine.exec(cell("await yield_control('look'); return 2"), turn("a2")).await);
+    let mut held = host.held.subscribe();
+    held.wait_for(|n| *n == 1).await.expect("the hold call started");
+
+    assert_eq!(engine.end_agent_run(&turn("a1")).await.expect("the runs are listed"), 1);
+    let mut dropped = host.dropped.subscribe();
+    dropped.wait_for(|n| *n == 1).await.expect("the held call was cancelled");
+    let (_, error) = failure(&engine.wait(json!({ "runId": holding }), turn("a1")).await);
+    assert!(error.contains("unavailable or expired"), "{error}");
+    assert_eq!(value(&engine.wait(json!({ "runId": kept }), turn("a2")).await), json!(2));
+    assert_eq!(engine.end_agent_run(&turn("a1")).await.expect("nothing left"), 0);
+}
