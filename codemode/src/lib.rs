@@ -494,6 +494,10 @@ pub struct ExecOptions {
     /// This call's tool policy in place of the engine's, resolved for its catalog as
     /// [`CodeModeBuilder::policy`] is. `None`: the engine's policy.
     pub policy: Option<Policy>,
+    /// The model's `exec` input before a hook or trusted policy rewrote it into the one this call passes: an alias
+    /// (`code` or `command`) the model populated and the rewrite blanked or made a non-string invalidates both, and
+    /// the call fails closed (`invalid_input`) instead of running the other alias.
+    pub rewritten_from: Option<serde_json::Value>,
     /// Decides this call's approvals instead of the engine's approver (a gateway binds one to each request's peer).
     pub approver: Option<Arc<dyn Approver>>,
     /// Answers to the approvals a parked run waits for (`Waiting::pending_approvals`), by call id.
@@ -519,6 +523,7 @@ impl std::fmt::Debug for ExecOptions {
             .field("client_tools", &self.client_tools)
             .field("tools", &self.tools)
             .field("policy", &self.policy)
+            .field("rewritten_from", &self.rewritten_from)
             .field("approver", &self.approver.is_some())
             .field("answers", &self.answers)
             .field("idempotency_key", &self.idempotency_key)
@@ -551,6 +556,12 @@ impl ExecOptions {
     /// Options whose call has this tool policy in place of the engine's (see [`policy`](Self::policy)).
     pub fn policy(mut self, policy: Policy) -> Self {
         self.policy = Some(policy);
+        self
+    }
+
+    /// Options for an `exec` whose input a hook rewrote from `original` (see [`rewritten_from`](Self::rewritten_from)).
+    pub fn rewritten_from(mut self, original: serde_json::Value) -> Self {
+        self.rewritten_from = Some(original);
         self
     }
 
@@ -776,7 +787,7 @@ impl CodeMode {
             Err(e) => return codemode_run::input_failure(&self.inner.get(), &scope, e.to_string()),
         };
         let title = input.get("title").and_then(serde_json::Value::as_str).map(|t| t.trim().to_owned());
-        match Self::exec_input(&input) {
+        match Self::exec_input(&input, options.rewritten_from.as_ref()) {
             Ok(input) => codemode_run::exec_with(inner, input, scope, options.run_options(title)).await,
             Err(message) => codemode_run::input_failure(&inner, &scope, message),
         }
@@ -849,9 +860,17 @@ impl CodeMode {
         Ok(inner)
     }
 
-    /// Validates exec's input object against the surface's contract; the error is the message for the model.
-    fn exec_input(input: &serde_json::Value) -> Result<codemode_run::ExecInput, String> {
-        let input = codemode_surface::parse_exec_input(input).map_err(|e| e.to_string())?;
+    /// Validates exec's input object (rewritten from `original`, if given) against the surface's contract; the error
+    /// is the message for the model.
+    fn exec_input(
+        input: &serde_json::Value,
+        original: Option<&serde_json::Value>,
+    ) -> Result<codemode_run::ExecInput, String> {
+        let input = match original {
+            Some(original) => codemode_surface::parse_rewritten_exec_input(original, input),
+            None => codemode_surface::parse_exec_input(input),
+        }
+        .map_err(|e| e.to_string())?;
         Ok(codemode_run::ExecInput {
             code: input.code,
             restart_safe: input.restart_safe,

@@ -496,3 +496,21 @@ async fn a_cell_waiting_for_its_tools_leaves_its_place_to_the_next() {
     assert_eq!(value(&exec(&engine, "return await open({})").await), json!("open"));
     assert_eq!(value(&waiting.await.unwrap()), json!("gate"));
 }
+
+/// Seed 000: a hook that blanks the alias the model populated invalidates both, so the call fails closed instead of
+/// running the other alias; a rewrite that keeps it runs the rewritten code.
+#[tokio::test]
+async fn a_hook_that_blanks_one_alias_fails_the_exec_closed() {
+    let (engine, host) = crate::support::engine();
+    let original = json!({ "title": "aliases", "code": "return await echo({ from: 'code' })" });
+    let blanked = json!({ "title": "aliases", "code": "", "command": "return await echo({ from: 'command' })" });
+    let options = codemode::ExecOptions::default().rewritten_from(original.clone());
+    let r = engine.exec_with(blanked, codemode::RunScope::default(), &options).await;
+    let (code, message) = crate::support::failure(&r);
+    assert_eq!(code, "invalid_input", "{r:?}");
+    assert!(message.contains("code"), "{message}");
+    assert_eq!(host.calls.load(std::sync::atomic::Ordering::SeqCst), 0, "nothing ran");
+    let rewritten = json!({ "title": "aliases", "code": "return await echo({ from: 'hook' })" });
+    let r = engine.exec_with(rewritten, codemode::RunScope::default(), &options).await;
+    assert_eq!(value(&r), json!({ "from": "hook" }));
+}
