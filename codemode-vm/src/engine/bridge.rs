@@ -62,6 +62,9 @@ pub struct BridgeState {
     recorded: Vec<RequestDigest>,
     replaying: bool,
     queue: VecDeque<BridgeRequest>,
+    /// Queued requests the guest cancelled: they stay in the queue, taking no slot, so that they leave it in
+    /// creation order, reported as made and cancelled at once (the host journals every request id in order).
+    withdrawn: std::collections::BTreeSet<u32>,
     released: Vec<BridgeRequest>,
     canceled: Vec<u32>,
     resolvers: HashMap<u32, ResolvingFunctions>,
@@ -84,6 +87,7 @@ impl BridgeState {
             recorded: Vec::new(),
             replaying: false,
             queue: VecDeque::new(),
+            withdrawn: std::collections::BTreeSet::new(),
             released: Vec::new(),
             canceled: Vec::new(),
             resolvers: HashMap::new(),
@@ -117,7 +121,7 @@ impl BridgeState {
     }
 
     pub fn open_count(&self) -> u32 {
-        (self.in_flight + self.queue.len()) as u32
+        (self.in_flight + self.queue.len() - self.withdrawn.len()) as u32
     }
 
     pub fn take_released(&mut self) -> (Vec<BridgeRequest>, Vec<u32>) {
@@ -127,11 +131,20 @@ impl BridgeState {
         (released, std::mem::take(&mut self.canceled))
     }
 
-    /// Moves queued requests into free in-flight slots, in creation order.
+    /// Moves queued requests into free in-flight slots, in creation order; a withdrawn one leaves the queue as it
+    /// comes to its front, reported as made and cancelled, without a slot.
     pub fn release_queued(&mut self) {
-        while self.in_flight < self.limits.max_pending as usize {
-            let Some(request) = self.queue.pop_front() else { break };
-            self.in_flight += 1;
+        while let Some(front) = self.queue.front() {
+            let withdrawn = self.withdrawn.remove(&front.id);
+            if !withdrawn && self.in_flight >= self.limits.max_pending as usize {
+                break;
+            }
+            let request = self.queue.pop_front().expect("the queue has a front");
+            if withdrawn {
+                self.canceled.push(request.id);
+            } else {
+                self.in_flight += 1;
+            }
             self.released.push(request);
         }
     }
@@ -225,10 +238,11 @@ impl BridgeState {
                 return Err(message);
             }
         }
-        if self.in_flight < self.limits.max_pending as usize {
+        // Requests leave in creation order: a new one waits behind those already queued.
+        if self.in_flight < self.limits.max_pending as usize && self.queue.is_empty() {
             self.in_flight += 1;
             self.released.push(request);
-        } else if self.queue.len() < self.limits.max_queued as usize {
+        } else if self.queue.len() - self.withdrawn.len() < self.limits.max_queued as usize {
             self.queue.push_back(request);
         } else {
             let message = format!(
@@ -245,9 +259,11 @@ impl BridgeState {
     }
 
     fn cancel(&mut self, id: u32) {
-        if let Some(pos) = self.queue.iter().position(|r| r.id == id && r.method() == BridgeMethod::Sleep) {
-            self.queue.remove(pos);
-            self.resolvers.remove(&id);
+        if self.queue.iter().any(|r| r.id == id && r.method() == BridgeMethod::Sleep) {
+            // A queued timer is never started: it leaves the queue in its turn, withdrawn.
+            if self.resolvers.remove(&id).is_some() {
+                self.withdrawn.insert(id);
+            }
             return;
         }
         let is_timer = self.released.iter().all(|r| r.id != id || r.method() == BridgeMethod::Sleep);

@@ -161,9 +161,11 @@ impl Engine {
             return self.engine_error(e);
         }
         // Each round was delivered at a quiescent point where the recorded run had encoded its outcome if its
-        // promise had settled; encoding runs guest code (getters may make requests), so replay does the same.
+        // promise had settled; encoding runs guest code (getters may make requests), so replay does the same, and
+        // refills the free slots as its report did.
         self.encode_outcome();
         for round in &start.journal.rounds {
+            self.state.borrow_mut().release_queued();
             if let Some(step) = self.check() {
                 return step;
             }
@@ -220,7 +222,8 @@ impl Engine {
             };
             function.call(&JsValue::undefined(), &[arg], &mut self.context).map_err(|e| e.to_string())?;
         }
-        self.state.borrow_mut().release_queued();
+        // The freed slots are refilled when the cell reports, after the continuations ran (seed 003): a queued timer
+        // they clear is never started.
         Ok(())
     }
 

@@ -303,3 +303,22 @@ async fn ending_an_agent_run_ends_its_runs_and_leaves_the_sessions_others_alone(
     assert_eq!(value(&engine.wait(json!({ "runId": kept }), turn("a2")).await), json!(2));
     assert_eq!(engine.end_agent_run(&turn("a1")).await.expect("nothing left"), 0);
 }
+
+/// Seed 003: continuations run before queued requests refill the free slots, so a queued timer a continuation
+/// clears is never started, and the run resumes by replay without diverging.
+#[tokio::test]
+async fn a_queued_timer_cleared_by_a_continuation_is_never_started() {
+    let (engine, _) = engine_with(Limits { timeout_ms: 5_000, ..Limits::default() }, true);
+    // Sixteen timers fill the in-flight slots; the seventeenth waits in the guest's queue until the first fires,
+    // whose callback clears it.
+    let code = "const fired = []; let queued; \
+        for (let i = 0; i < 16; i++) setTimeout(() => { fired.push(i); if (i === 0) clearTimeout(queued); }, 10 + i); \
+        queued = setTimeout(() => fired.push('queued'), 1); \
+        await new Promise((r) => setTimeout(r, 60)); \
+        await yield_control('pause'); return fired";
+    let parked = exec(&engine, code).await;
+    let CodeModeResult::Waiting(w) = &parked else { panic!("expected waiting, got {parked:?}") };
+    let done = wait(&engine, &w.run_id).await;
+    let expected: Vec<u32> = (0..16).collect();
+    assert_eq!(value(&done), json!(expected), "{done:?}");
+}
