@@ -310,12 +310,12 @@ async fn ending_an_agent_run_ends_its_runs_and_leaves_the_sessions_others_alone(
 async fn a_queued_timer_cleared_by_a_continuation_is_never_started() {
     let (engine, _) = engine_with(Limits { timeout_ms: 5_000, ..Limits::default() }, true);
     // Sixteen timers fill the in-flight slots; the seventeenth waits in the guest's queue until the first fires,
-    // whose callback clears it.
+    // whose callback clears it. Timers that settle together may run in either order, so the program sorts.
     let code = "const fired = []; let queued; \
         for (let i = 0; i < 16; i++) setTimeout(() => { fired.push(i); if (i === 0) clearTimeout(queued); }, 10 + i); \
         queued = setTimeout(() => fired.push('queued'), 1); \
         await new Promise((r) => setTimeout(r, 60)); \
-        await yield_control('pause'); return fired";
+        await yield_control('pause'); return fired.sort((a, b) => a - b)";
     let parked = exec(&engine, code).await;
     let CodeModeResult::Waiting(w) = &parked else { panic!("expected waiting, got {parked:?}") };
     let done = wait(&engine, &w.run_id).await;
