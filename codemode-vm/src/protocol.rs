@@ -233,7 +233,11 @@ pub enum CellFailure {
 }
 
 /// Worker to host.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+///
+/// On the wire each message is one object whose first key is its tag `t` (as serde writes an internally tagged
+/// enum); it is read in that order, the variant's fields straight into their types, without serde's buffering of
+/// the whole message to find the tag.
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "t", rename_all = "camelCase")]
 pub enum WorkerMessage {
     /// The worker's first message, written before it reads anything.
@@ -264,9 +268,117 @@ pub enum WorkerMessage {
     },
 }
 
+impl<'de> Deserialize<'de> for WorkerMessage {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(MessageVisitor)
+    }
+}
+
+/// The tag of a [`WorkerMessage`].
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+enum Tag {
+    Hello,
+    Ready,
+    Output,
+    Quiescent,
+    Failed,
+}
+
+/// The one key a message may start with.
+#[derive(Deserialize)]
+enum TagKey {
+    #[serde(rename = "t")]
+    T,
+}
+
+/// The fields of [`WorkerMessage::Quiescent`].
+#[derive(Deserialize)]
+struct QuiescentFields {
+    requests: Vec<BridgeRequest>,
+    outcome: Option<GuestOutcome>,
+    open: u32,
+    #[serde(default)]
+    canceled: Vec<u32>,
+}
+
+/// The fields of [`WorkerMessage::Failed`].
+#[derive(Deserialize)]
+struct FailedFields {
+    failure: CellFailure,
+    message: String,
+}
+
+struct MessageVisitor;
+
+impl<'de> serde::de::Visitor<'de> for MessageVisitor {
+    type Value = WorkerMessage;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a worker message: an object whose first key is its tag `t`")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<WorkerMessage, A::Error> {
+        use serde::de::value::MapAccessDeserializer;
+        if map.next_key::<TagKey>()?.is_none() {
+            return Err(serde::de::Error::missing_field("t"));
+        }
+        let tag: Tag = map.next_value()?;
+        let rest = MapAccessDeserializer::new(map);
+        Ok(match tag {
+            Tag::Hello => WorkerMessage::Hello(WorkerHello::deserialize(rest)?),
+            Tag::Ready => {
+                serde::de::IgnoredAny::deserialize(rest)?;
+                WorkerMessage::Ready
+            }
+            Tag::Output => WorkerMessage::Output(OutputItem::deserialize(rest)?),
+            Tag::Quiescent => {
+                let QuiescentFields { requests, outcome, open, canceled } = QuiescentFields::deserialize(rest)?;
+                WorkerMessage::Quiescent { requests, outcome, open, canceled }
+            }
+            Tag::Failed => {
+                let FailedFields { failure, message } = FailedFields::deserialize(rest)?;
+                WorkerMessage::Failed { failure, message }
+            }
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn worker_messages_read_back_as_written_and_need_their_tag_first() {
+        use codemode_bridge::{BridgeCall, CallValueArgs};
+        let messages = [
+            WorkerMessage::Ready,
+            WorkerMessage::Output(OutputItem::Text { text: "hi".into() }),
+            WorkerMessage::Quiescent {
+                requests: vec![BridgeRequest {
+                    id: 1,
+                    call: BridgeCall::CallValue(CallValueArgs {
+                        tool: "ping".into(),
+                        args: Some(serde_json::json!({})),
+                    }),
+                }],
+                outcome: Some(GuestOutcome::Returned { value: serde_json::json!([1, "two"]) }),
+                open: 1,
+                canceled: vec![3],
+            },
+            WorkerMessage::Failed { failure: CellFailure::Stalled, message: "it can never finish".into() },
+        ];
+        for message in messages {
+            let line = serde_json::to_string(&message).unwrap();
+            assert!(line.starts_with(r#"{"t":""#), "{line}");
+            assert_eq!(serde_json::from_str::<WorkerMessage>(&line).unwrap(), message, "{line}");
+            let value: serde_json::Value = serde_json::from_str(&line).unwrap();
+            assert_eq!(serde_json::from_value::<WorkerMessage>(value).unwrap(), message, "from a value: {line}");
+        }
+        let error = serde_json::from_str::<WorkerMessage>(r#"{"open":0,"t":"quiescent","requests":[]}"#).unwrap_err();
+        assert!(error.to_string().contains("unknown variant `open`"), "{error}");
+        assert!(serde_json::from_str::<WorkerMessage>(r#"{"t":"hello"}"#).is_err(), "a hello needs its fields");
+    }
 
     #[test]
     fn kept_globals_drop_the_least_recently_used_past_the_limit() {
