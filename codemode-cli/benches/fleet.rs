@@ -9,67 +9,21 @@
 //! under 10 ms p50. Run it with `cargo bench -p codemode-cli --bench fleet` (`FLEET_SECONDS` sets the seconds per
 //! case, 3 by default). The upstream is `tests/fixtures/ledger.mjs`, writing its ledger to /dev/null.
 
+#[path = "support/http.rs"]
+mod http;
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use rmcp::RoleClient;
-use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
-use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RunningService};
-use serde_json::{Value, json};
+use http::{Client, Figures, Mode, call, closed_loop, connect, exec, gateway, ms, percentile, tree};
+use serde_json::json;
 
 const TRIVIAL: &str = "return 1 + 1;";
 const TEN_CALLS: &str = "for (let i = 0; i < 10; i++) await MCP.ledger.tick({ id: String(i) });\nreturn 10;";
 const PARKS: &str = "await yield_control(\"bench\");\nreturn 1;";
 
-type Client = RunningService<RoleClient, ClientConfig>;
-
-struct Gateway {
-    process: tokio::process::Child,
-    url: String,
-}
-
-async fn gateway(config: &Path) -> Gateway {
-    use tokio::io::AsyncBufReadExt;
-    let mut process = tokio::process::Command::new(env!("CARGO_BIN_EXE_codemode"))
-        .arg("mcp")
-        .arg("--config")
-        .arg(config)
-        .arg("--http")
-        .arg("127.0.0.1:0")
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the codemode binary starts");
-    let mut lines = tokio::io::BufReader::new(process.stderr.take().expect("piped stderr")).lines();
-    let url = loop {
-        let line = lines.next_line().await.expect("stderr").expect("the gateway serves HTTP");
-        if let Some(url) = line.split("serving Streamable HTTP at ").nth(1) {
-            break url.trim().to_owned();
-        }
-    };
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    Gateway { process, url }
-}
-
 async fn client(url: &str) -> Client {
-    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url);
-    let version = ProtocolVersion::V_2026_07_28;
-    let info = ClientConfig::new(ClientCapabilities::default(), Implementation::new("fleet-bench", "0"))
-        .with_protocol_version(version.clone());
-    info.serve_with_lifecycle(transport, ClientLifecycleMode::Discover { preferred_versions: vec![version] })
-        .await
-        .expect("server/discover")
-}
-
-async fn call(client: &Client, tool: &str, args: Value) -> Value {
-    let mut params = CallToolRequestParams::new(tool.to_owned());
-    params.arguments = args.as_object().cloned();
-    client.call_tool(params).await.expect("tools/call").structured_content.expect("a CodeModeResult")
-}
-
-async fn exec(client: &Client, code: &str) -> Value {
-    call(client, "exec", json!({ "title": "bench", "code": code })).await
+    http::client(url, Mode::Sessionless).await
 }
 
 fn config(dir: &Path, store: Option<&str>) -> std::path::PathBuf {
@@ -85,77 +39,10 @@ fn config(dir: &Path, store: Option<&str>) -> std::path::PathBuf {
     path
 }
 
-struct Figures {
-    throughput: f64,
-    p50: Duration,
-    p99: Duration,
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index.min(sorted.len() - 1)]
-}
-
 /// `clients` closed-loop clients, spread over `urls` round robin, each sending `code` for `seconds`.
-async fn closed_loop(urls: &[String], clients: usize, code: &'static str, seconds: u64) -> Figures {
-    let mut connected = Vec::new();
-    for i in 0..clients {
-        connected.push(client(&urls[i % urls.len()]).await);
-    }
-    // Warm every client's path once.
-    for c in &connected {
-        exec(c, code).await;
-    }
-    let until = Instant::now() + Duration::from_secs(seconds);
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for c in connected {
-        tasks.push(tokio::spawn(async move {
-            let mut latencies = Vec::new();
-            while Instant::now() < until {
-                let sent = Instant::now();
-                let result = exec(&c, code).await;
-                assert_eq!(result["status"], "completed", "{result}");
-                latencies.push(sent.elapsed());
-            }
-            latencies
-        }));
-    }
-    let mut all = Vec::new();
-    for task in tasks {
-        all.extend(task.await.expect("client task"));
-    }
-    let elapsed = started.elapsed();
-    all.sort();
-    Figures {
-        throughput: all.len() as f64 / elapsed.as_secs_f64(),
-        p50: percentile(&all, 0.5),
-        p99: percentile(&all, 0.99),
-    }
-}
-
-/// The children of a process: those of every one of its threads (a child spawned from a runtime thread is listed
-/// under that thread, not under the main one).
-fn children(pid: u32) -> Vec<u32> {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
-    let mut out = Vec::new();
-    for task in tasks.flatten() {
-        let listed = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
-        out.extend(listed.split_whitespace().filter_map(|c| c.parse::<u32>().ok()));
-    }
-    out
-}
-
-/// A process and all its descendants.
-fn tree(pid: u32) -> Vec<u32> {
-    let mut all = vec![pid];
-    let mut i = 0;
-    while i < all.len() {
-        let next = children(all[i]);
-        all.extend(next);
-        i += 1;
-    }
-    all
+async fn run_case(urls: &[String], clients: usize, code: &'static str, seconds: u64) -> Figures {
+    let connected = connect(urls, clients, Mode::Sessionless, code).await;
+    closed_loop(connected, code, seconds as f64).await
 }
 
 /// Resident memory of a process and all its descendants, in KiB.
@@ -181,10 +68,6 @@ fn workers(pid: u32) -> Vec<u32> {
             std::fs::read(format!("/proc/{c}/cmdline")).unwrap_or_default().windows(8).any(|w| w == b"__worker")
         })
         .collect()
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }
 
 /// One row of the closed-loop table: the in-memory figures and, when PostgreSQL ran, its figures.
@@ -243,9 +126,9 @@ fn main() {
         let mut rows = Vec::new();
         for clients in [1, 2, 4, 8, 16, 32] {
             for (cell, code) in [("trivial", TRIVIAL), ("10 calls", TEN_CALLS)] {
-                let memory = closed_loop(std::slice::from_ref(&memory.url), clients, code, seconds).await;
+                let memory = run_case(std::slice::from_ref(&memory.url), clients, code, seconds).await;
                 let postgres = match &pg {
-                    Some((a, b)) => Some(closed_loop(&[a.url.clone(), b.url.clone()], clients, code, seconds).await),
+                    Some((a, b)) => Some(run_case(&[a.url.clone(), b.url.clone()], clients, code, seconds).await),
                     None => None,
                 };
                 let row = Row { clients, cell, memory, postgres };
