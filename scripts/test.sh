@@ -26,11 +26,15 @@ if [ ! -x /usr/bin/chromium ]; then
   sudo=$([ "$(id -u)" = 0 ] || echo sudo)
   $sudo apt-get install -y --no-install-recommends chromium || { $sudo apt-get update && $sudo apt-get install -y --no-install-recommends chromium; }
 fi
-cargo build --workspace --bins
-# The embedding examples (outside the workspace, sharing its target folder) are built here, before the tests, so
-# that their tests only run them and the corpus's time limits never compete with a compiler.
-CARGO_TARGET_DIR="$PWD/target" cargo build --offline --manifest-path examples/embed/Cargo.toml
-CARGO_TARGET_DIR="$PWD/target" cargo build --offline --manifest-path examples/embed-gateway/Cargo.toml
+# Every test target and the binaries the tests run, in the one feature resolution `cargo test --workspace` uses (a
+# `cargo build` first would resolve features without the dev-dependencies and compile most crates twice).
+cargo test --workspace --no-run
+# The embedding examples (outside the workspace) are built here, before the tests, so that their tests only run
+# them and the corpus's time limits never compete with a compiler; into a target folder of their own, which they
+# share with each other, because cargo fingerprints the workspace's crates apart when an outside workspace builds
+# them (in target/debug each build would undo the other's).
+CARGO_TARGET_DIR="$PWD/target/examples" cargo build --offline --manifest-path examples/embed/Cargo.toml
+CARGO_TARGET_DIR="$PWD/target/examples" cargo build --offline --manifest-path examples/embed-gateway/Cargo.toml
 # A throwaway PostgreSQL for the fleet tests (codemode-store-pg, the gateway's --store), stopped when this script
 # ends; a server named by $CODEMODE_TEST_PG_URL is used instead when set.
 if [ -z "${CODEMODE_TEST_PG_URL:-}" ]; then

@@ -18,10 +18,12 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the facade sits in the repository").to_path_buf()
 }
 
-/// The target folder this test binary was built in (`<target>/debug/deps/it-…`), so the example reuses its builds.
+/// The examples' target folder, `<target>/examples` beside the one this test binary was built in
+/// (`<target>/debug/deps/it-…`): an outside workspace builds the workspace's crates as path dependencies, which
+/// cargo fingerprints apart, so sharing `<target>/debug` would make each build undo the other's.
 fn target_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary has a path");
-    exe.ancestors().nth(3).expect("<target>/<profile>/deps/<binary>").to_path_buf()
+    exe.ancestors().nth(3).expect("<target>/<profile>/deps/<binary>").join("examples")
 }
 
 #[test]
