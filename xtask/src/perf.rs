@@ -1,6 +1,6 @@
 //! The instruction gate (`cargo xtask perf`): counts the host's instructions per unit of work under valgrind's
 //! callgrind and compares each kind with the baseline committed in `xtask/perf-baseline.txt`. It counts the dev
-//! build the tests use (every crate at opt-level 2, debug assertions on), so that CI compiles only the benches for it;
+//! build the tests use (every crate at opt-level 2, debug assertions on), so that CI compiles nothing more for it;
 //! `cargo xtask perf --release` counts the release build instead, for the figures docs quote (the baseline holds
 //! the dev build's).
 //!
@@ -147,29 +147,26 @@ struct Bins {
     codemode: PathBuf,
 }
 
-/// Builds the worker, the `codemode` binary and the `exec` bench. The dev build is the tests' own: `cargo test
-/// --workspace --benches --no-run` resolves features as `cargo test --workspace` does (so it reuses every crate the
-/// tests compiled, and builds every bench, the binaries beside them); `--release` builds the release ones.
+/// Builds the worker, the `codemode` binary and the `exec` bench, in the dev profile or the release one.
 fn build(root: &Path, release: bool) -> anyhow::Result<Bins> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let mut command = Command::new(&cargo);
-    command.current_dir(root);
-    if release {
-        let status = command
-            .args(["build", "--release", "-p", "codemode-vm", "--bin", "codemode-worker", "-p", "codemode-cli"])
-            .args(["--bin", "codemode"])
-            .status()?;
-        if !status.success() {
-            bail!("building the release binaries failed");
-        }
-        command = Command::new(&cargo);
-        command.current_dir(root).args(["build", "--release", "-p", "codemode", "--bench", "exec"]);
-    } else {
-        command.args(["test", "--workspace", "--benches", "--no-run"]);
+    let profile = if release { "release" } else { "dev" };
+    let status = Command::new(&cargo)
+        .current_dir(root)
+        .args(["build", "--profile", profile, "-p", "codemode-vm", "--bin", "codemode-worker", "-p", "codemode-cli"])
+        .args(["--bin", "codemode"])
+        .status()?;
+    if !status.success() {
+        bail!("building the {profile} binaries failed");
     }
-    let output = command.arg("--message-format=json-render-diagnostics").stderr(Stdio::inherit()).output()?;
+    let output = Command::new(&cargo)
+        .current_dir(root)
+        .args(["build", "--profile", profile, "-p", "codemode", "--bench", "exec"])
+        .arg("--message-format=json-render-diagnostics")
+        .stderr(Stdio::inherit())
+        .output()?;
     if !output.status.success() {
-        bail!("building the exec bench failed");
+        bail!("building the {profile} exec bench failed");
     }
     let exec = String::from_utf8_lossy(&output.stdout)
         .lines()
