@@ -8,9 +8,13 @@
 //! places until they idle out (at most +100 MB; the cap answers the rest `429 too_many_sessions`). `SHARES_UNCAPPED=1` sets every share to its largest value, for the figures
 //! without them. Run it with `cargo bench -p codemode-cli --bench shares`; the figures go to SECURITY.md.
 
+#[path = "support/http.rs"]
+mod http;
+
 use std::path::Path;
 use std::time::Instant;
 
+use http::gateway;
 use rmcp::RoleClient;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, GetTaskParams, Implementation,
@@ -30,41 +34,6 @@ const SESSIONS: usize = 2_000;
 const TASKS: usize = 300;
 const TASK_BYTES: usize = 120 * 1024;
 const PARKS: &str = "await yield_control('bench'); return 1;";
-
-struct Gateway {
-    process: tokio::process::Child,
-    url: String,
-}
-
-impl Gateway {
-    fn pid(&self) -> u32 {
-        self.process.id().expect("the gateway runs")
-    }
-}
-
-async fn gateway(config: &Path) -> Gateway {
-    use tokio::io::AsyncBufReadExt;
-    let mut process = tokio::process::Command::new(env!("CARGO_BIN_EXE_codemode"))
-        .arg("mcp")
-        .arg("--config")
-        .arg(config)
-        .arg("--http")
-        .arg("127.0.0.1:0")
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the codemode binary starts");
-    let mut lines = tokio::io::BufReader::new(process.stderr.take().expect("piped stderr")).lines();
-    let url = loop {
-        let line = lines.next_line().await.expect("stderr").expect("the gateway serves HTTP");
-        if let Some(url) = line.split("serving Streamable HTTP at ").nth(1) {
-            break url.trim().to_owned();
-        }
-    };
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    Gateway { process, url }
-}
 
 fn config(dir: &Path, uncapped: bool) -> std::path::PathBuf {
     let digest = |token: &str| hex::encode(sha2::Sha256::digest(token.as_bytes()));
@@ -200,7 +169,7 @@ async fn main() {
     let dir = tempfile::tempdir().expect("temp dir");
     let g = gateway(&config(dir.path(), uncapped)).await;
     let http = reqwest::Client::new();
-    let pid = g.pid();
+    let pid = g.process.id().expect("the gateway runs");
     println!(
         "shares {}: one principal floods, a second is served after each flood",
         if uncapped { "off" } else { "on (defaults)" }
