@@ -5,6 +5,9 @@
 # suite (scripts/python.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each step's start and the seconds since this script began.
+step() { printf '== %s (+%ss) %s\n' "$(date -u +%T)" "$SECONDS" "$*"; }
+step packages
 npm ci --prefix mcp-servers --no-audit --no-fund --loglevel=error
 if [ -f codemode-vm/benches/node/package-lock.json ]; then
   npm ci --prefix codemode-vm/benches/node --no-audit --no-fund --loglevel=error
@@ -28,13 +31,17 @@ if [ ! -x /usr/bin/chromium ]; then
 fi
 # Every test target and the binaries the tests run, in the one feature resolution `cargo test --workspace` uses (a
 # `cargo build` first would resolve features without the dev-dependencies and compile most crates twice).
+step build the tests
 cargo test --workspace --no-run
 # The embedding examples (outside the workspace) are built here, before the tests, so that their tests only run
-# them and the corpus's time limits never compete with a compiler; into a target folder of their own, which they
-# share with each other, because cargo fingerprints the workspace's crates apart when an outside workspace builds
-# them (in target/debug each build would undo the other's).
-CARGO_TARGET_DIR="$PWD/target/examples" cargo build --offline --manifest-path examples/embed/Cargo.toml
-CARGO_TARGET_DIR="$PWD/target/examples" cargo build --offline --manifest-path examples/embed-gateway/Cargo.toml
+# them and the corpus's time limits never compete with a compiler. In target/debug, with the workspace's hakari crate
+# patched in for crates.io's empty one: every third-party crate then has the tests' features and versions (`cargo
+# xtask tidy` checks the examples' lock files), so only the example and the workspace's own crates compile.
+hack="patch.crates-io.workspace-hack.path=\"$PWD/workspace-hack\""
+step build the examples
+for example in embed embed-gateway; do
+  CARGO_TARGET_DIR="$PWD/target" cargo build --offline --config "$hack" --manifest-path "examples/$example/Cargo.toml"
+done
 # A throwaway PostgreSQL for the fleet tests (codemode-store-pg, the gateway's --store), stopped when this script
 # ends; a server named by $CODEMODE_TEST_PG_URL is used instead when set.
 if [ -z "${CODEMODE_TEST_PG_URL:-}" ]; then
@@ -47,7 +54,9 @@ fi
 # keep theirs in a throwaway folder, not the user's.
 export XDG_STATE_HOME="$PWD/target/test-state"
 rm -rf "$XDG_STATE_HOME"
+step the tests
 cargo test --workspace --no-fail-fast
 # The Python package (codemode-python): its wheel with the worker just built, installed into a fresh virtual
 # environment, then its pytest suite and stubtest.
+step the Python package
 CODEMODE_PY_WORKER=target/debug/codemode-worker scripts/python.sh

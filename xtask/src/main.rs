@@ -1,7 +1,8 @@
 //! Workspace automation: `cargo xtask tidy` checks the layering of the crates (and that only codemode-vm itself
 //! enables its `engine-api` feature), a `//!` header on every Rust file, `[lints] workspace = true` in every crate,
 //! that every declared dependency is named in the crate's code and that ARCHITECTURE.md's "may depend on" column
-//! matches the manifests (`deps`); `cargo xtask bench-medians` prints the median of every criterion
+//! matches the manifests, that every crate depends on the hakari crate and that the examples' lock files pin the
+//! workspace's versions (`deps`); `cargo xtask bench-medians` prints the median of every criterion
 //! benchmark measured so far (criterion's summary line shows the mean, the README reports medians);
 //! `cargo xtask perf [kind ...]` counts the host's instructions per unit of work under callgrind and fails on a kind
 //! more than 3% above its committed baseline (`perf`); `cargo xtask snapshots <references>` fails on an insta snapshot file no test referenced (`.ci/run` runs the tests
@@ -42,6 +43,10 @@ const LAYERS: &[(&str, u32)] = &[
 /// The crates that may depend on the facade: the gateway library and the applications on top (the binary, the Python
 /// package).
 const FACADE_USERS: &[&str] = &["codemode-gateway", "codemode-cli", "codemode-python"];
+
+/// The crate hakari generates (`cargo hakari generate`) to give every third-party crate one feature set across the
+/// workspace: outside the layers, and a normal dependency of every other workspace crate.
+pub const HACK: &str = "workspace-hack";
 
 /// The codemode-vm feature that exposes the engine in-process; a host never enables it.
 const ENGINE_API: &str = "engine-api";
@@ -177,8 +182,16 @@ fn tidy(root: &Path) -> anyhow::Result<Vec<String>> {
     let mut problems = Vec::new();
     let packages = metadata["packages"].as_array().map(Vec::as_slice).unwrap_or_default();
     deps::check_architecture_table(root, packages, &mut problems)?;
+    deps::check_example_locks(root, &mut problems)?;
     for package in packages {
         let name = package["name"].as_str().unwrap_or_default();
+        if name == HACK {
+            continue;
+        }
+        let dependencies = package["dependencies"].as_array().into_iter().flatten();
+        if !dependencies.clone().any(|d| d["name"] == HACK && d["kind"].is_null()) {
+            problems.push(format!("{name} does not depend on {HACK}: run `cargo hakari manage-deps`"));
+        }
         let Some(&layer) = layers.get(name) else {
             problems
                 .push(format!("crate {name} has no layer: add it to LAYERS in xtask/src/main.rs and ARCHITECTURE.md"));

@@ -1,6 +1,7 @@
 //! The instruction gate (`cargo xtask perf`): counts the host's instructions per unit of work under valgrind's
 //! callgrind and compares each kind with the baseline committed in `xtask/perf-baseline.txt`. It counts the dev
-//! build the tests use (every crate at opt-level 2, debug assertions on), so that CI compiles nothing more for it;
+//! build the tests use (every crate at opt-level 2, debug assertions on, `cargo test --workspace`'s feature
+//! resolution), so that CI compiles nothing more for it but the bench;
 //! `cargo xtask perf --release` counts the release build instead, for the figures docs quote (the baseline holds
 //! the dev build's).
 //!
@@ -147,26 +148,42 @@ struct Bins {
     codemode: PathBuf,
 }
 
-/// Builds the worker, the `codemode` binary and the `exec` bench, in the dev profile or the release one.
+/// Builds the worker, the `codemode` binary and the `exec` bench. The dev build is the tests' own (`cargo test
+/// --workspace --no-run`, one feature resolution), so that after the tests only the bench compiles; the release
+/// build is a `cargo build` of the three.
 fn build(root: &Path, release: bool) -> anyhow::Result<Bins> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let profile = if release { "release" } else { "dev" };
-    let status = Command::new(&cargo)
-        .current_dir(root)
-        .args(["build", "--profile", profile, "-p", "codemode-vm", "--bin", "codemode-worker", "-p", "codemode-cli"])
-        .args(["--bin", "codemode"])
-        .status()?;
+    let (binaries, bench): (&[&str], &[&str]) = if release {
+        (
+            &[
+                "build",
+                "--release",
+                "-p",
+                "codemode-vm",
+                "--bin",
+                "codemode-worker",
+                "-p",
+                "codemode-cli",
+                "--bin",
+                "codemode",
+            ],
+            &["build", "--release", "-p", "codemode", "--bench", "exec"],
+        )
+    } else {
+        (&["test", "--workspace", "--no-run"], &["test", "--workspace", "--no-run", "--bench", "exec"])
+    };
+    let status = Command::new(&cargo).current_dir(root).args(binaries).status()?;
     if !status.success() {
-        bail!("building the {profile} binaries failed");
+        bail!("building the binaries failed");
     }
     let output = Command::new(&cargo)
         .current_dir(root)
-        .args(["build", "--profile", profile, "-p", "codemode", "--bench", "exec"])
+        .args(bench)
         .arg("--message-format=json-render-diagnostics")
         .stderr(Stdio::inherit())
         .output()?;
     if !output.status.success() {
-        bail!("building the {profile} exec bench failed");
+        bail!("building the exec bench failed");
     }
     let exec = String::from_utf8_lossy(&output.stdout)
         .lines()

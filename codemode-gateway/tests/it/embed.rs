@@ -16,18 +16,23 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the crate sits in the repository").to_path_buf()
 }
 
-/// The examples' target folder, `<target>/examples` beside the one this test binary was built in
-/// (`<target>/debug/deps/it-…`): an outside workspace builds the workspace's crates as path dependencies, which
-/// cargo fingerprints apart, so sharing `<target>/debug` would make each build undo the other's.
+/// The target folder this test binary was built in (`<target>/debug/deps/it-…`): the example, built there with the
+/// workspace's hakari crate patched in (as `scripts/test.sh` builds it), reuses every third-party crate the tests'
+/// build compiled.
 fn target_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary has a path");
-    exe.ancestors().nth(3).expect("<target>/<profile>/deps/<binary>").join("examples")
+    exe.ancestors().nth(3).expect("<target>/<profile>/deps/<binary>").to_path_buf()
+}
+
+/// The `--config` that patches crates.io's empty `workspace-hack` with the workspace's (what `scripts/test.sh` passes).
+fn hack() -> String {
+    format!("patch.crates-io.workspace-hack.path={:?}", repo().join("workspace-hack").display().to_string())
 }
 
 /// Builds the example (a no-op when `scripts/test.sh` built it first) and returns its binary.
 fn example() -> PathBuf {
     let output = Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "--offline", "--manifest-path"])
+        .args(["build", "--quiet", "--offline", "--config", &hack(), "--manifest-path"])
         .arg(repo().join("examples/embed-gateway/Cargo.toml"))
         .env("CARGO_TARGET_DIR", target_dir())
         .output()
