@@ -133,27 +133,6 @@ fn mentions(code: &str, krate: &str) -> bool {
     false
 }
 
-#[cfg(test)]
-mod tests {
-    use super::mentions;
-
-    #[test]
-    fn names_a_crate_only_as_a_whole_path_import_or_extern() {
-        assert!(mentions("let x = serde_json::to_string(&v);", "serde_json"));
-        assert!(mentions("use thiserror::Error;", "thiserror"));
-        assert!(mentions("#[derive(thiserror::Error)]", "thiserror"));
-        assert!(mentions("use memchr;", "memchr"));
-        assert!(mentions("extern crate libc;", "libc"));
-        assert!(mentions("#[tokio::test]", "tokio"));
-        assert!(!mentions("let x = serde_json::to_string(&v);", "serde"));
-        assert!(!mentions("let hex = 1; hex + 1", "hex"));
-        assert!(!mentions("let x = my_hex::f();", "hex"));
-        assert!(!mentions("let x = other::hex::f();", "hex"));
-        assert!(!mentions("let reuse hex", "hex"));
-        assert!(mentions("let x = ::hex::encode(b);", "hex"));
-    }
-}
-
 /// Appends a problem for each registry package an example's lock file (`examples/*/Cargo.lock`) pins at a version the
 /// workspace's `Cargo.lock` does not: with the same versions (and the hakari crate patched in, see `scripts/test.sh`),
 /// an example's build reuses every third-party crate the tests' build compiled.
@@ -183,4 +162,25 @@ pub fn check_example_locks(root: &Path, problems: &mut Vec<String>) -> anyhow::R
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mentions;
+
+    #[test]
+    fn names_a_crate_only_as_a_whole_path_import_or_extern() {
+        assert!(mentions("let x = serde_json::to_string(&v);", "serde_json"));
+        assert!(mentions("use thiserror::Error;", "thiserror"));
+        assert!(mentions("#[derive(thiserror::Error)]", "thiserror"));
+        assert!(mentions("use memchr;", "memchr"));
+        assert!(mentions("extern crate libc;", "libc"));
+        assert!(mentions("#[tokio::test]", "tokio"));
+        assert!(!mentions("let x = serde_json::to_string(&v);", "serde"));
+        assert!(!mentions("let hex = 1; hex + 1", "hex"));
+        assert!(!mentions("let x = my_hex::f();", "hex"));
+        assert!(!mentions("let x = other::hex::f();", "hex"));
+        assert!(!mentions("let reuse hex", "hex"));
+        assert!(mentions("let x = ::hex::encode(b);", "hex"));
+    }
 }
