@@ -163,13 +163,39 @@ fn unreferenced_snapshots(root: &Path, references: &Path) -> anyhow::Result<Vec<
     Ok(unreferenced)
 }
 
+/// The variables cargo sets for a crate's process (besides the `CARGO_PKG_` and `CARGO_BIN_EXE_` families), which
+/// `cargo xtask` passes on to this one.
+const CRATE_VARS: &[&str] = &[
+    "CARGO_MANIFEST_DIR",
+    "CARGO_MANIFEST_PATH",
+    "CARGO_MANIFEST_LINKS",
+    "CARGO_CRATE_NAME",
+    "CARGO_BIN_NAME",
+    "CARGO_PRIMARY_PACKAGE",
+    "CARGO_TARGET_TMPDIR",
+    "OUT_DIR",
+];
+
+/// The cargo that runs xtask, without the variables it set for xtask's process: a build script that reruns when one
+/// of them changes (ring's) would otherwise rerun in every cargo xtask starts, and every crate above it recompile.
+pub(crate) fn cargo() -> Command {
+    let mut command = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        if key.starts_with("CARGO_PKG_") || key.starts_with("CARGO_BIN_EXE_") || CRATE_VARS.contains(&&*key) {
+            command.env_remove(&*key);
+        }
+    }
+    command
+}
+
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace root").to_path_buf()
 }
 
 /// Every problem found, as a sentence naming the file or crate and the fix.
 fn tidy(root: &Path) -> anyhow::Result<Vec<String>> {
-    let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+    let output = cargo()
         .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
         .current_dir(root)
         .output()

@@ -1,7 +1,8 @@
 //! The instruction gate (`cargo xtask perf`): counts the host's instructions per unit of work under valgrind's
 //! callgrind and compares each kind with the baseline committed in `xtask/perf-baseline.txt`. It counts the dev
-//! build the tests use (every crate at opt-level 2, debug assertions on, `cargo test --workspace`'s feature
-//! resolution), so that CI compiles nothing more for it but the bench;
+//! build the tests use (every crate at opt-level 2, debug assertions on, the feature resolution of
+//! `scripts/test.sh`'s `cargo test --workspace --exclude codemode-vm`), so that CI compiles nothing more for it but
+//! the bench;
 //! `cargo xtask perf --release` counts the release build instead, for the figures docs quote (the baseline holds
 //! the dev build's).
 //!
@@ -148,11 +149,10 @@ struct Bins {
     codemode: PathBuf,
 }
 
-/// Builds the worker, the `codemode` binary and the `exec` bench. The dev build is the tests' own (`cargo test
-/// --workspace --no-run`, one feature resolution), so that after the tests only the bench compiles; the release
-/// build is a `cargo build` of the three.
+/// Builds the worker, the `codemode` binary and the `exec` bench. The dev build is the tests' own (`cargo test -p
+/// codemode-vm --no-run`, then `cargo test --workspace --exclude codemode-vm --no-run`, as `scripts/test.sh` builds),
+/// so that after the tests only the bench compiles; the release build is a `cargo build` of the three.
 fn build(root: &Path, release: bool) -> anyhow::Result<Bins> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let (binaries, bench): (&[&str], &[&str]) = if release {
         (
             &[
@@ -170,13 +170,22 @@ fn build(root: &Path, release: bool) -> anyhow::Result<Bins> {
             &["build", "--release", "-p", "codemode", "--bench", "exec"],
         )
     } else {
-        (&["test", "--workspace", "--no-run"], &["test", "--workspace", "--no-run", "--bench", "exec"])
+        (
+            &["test", "--workspace", "--exclude", "codemode-vm", "--no-run"],
+            &["test", "--workspace", "--exclude", "codemode-vm", "--no-run", "--bench", "exec"],
+        )
     };
-    let status = Command::new(&cargo).current_dir(root).args(binaries).status()?;
+    if !release {
+        let status = crate::cargo().current_dir(root).args(["test", "-p", "codemode-vm", "--no-run"]).status()?;
+        if !status.success() {
+            bail!("building the worker failed");
+        }
+    }
+    let status = crate::cargo().current_dir(root).args(binaries).status()?;
     if !status.success() {
         bail!("building the binaries failed");
     }
-    let output = Command::new(&cargo)
+    let output = crate::cargo()
         .current_dir(root)
         .args(bench)
         .arg("--message-format=json-render-diagnostics")

@@ -29,9 +29,35 @@ fn hack() -> String {
     format!("patch.crates-io.workspace-hack.path={:?}", repo().join("workspace-hack").display().to_string())
 }
 
+/// The cargo that runs this test, without the variables it set for this test's process (the `CARGO_PKG_` and
+/// `CARGO_BIN_EXE_` families, `CARGO_MANIFEST_DIR`, …): a build script that reruns when one of them changes (ring's)
+/// would otherwise rerun, and every crate above it recompile.
+fn cargo() -> Command {
+    let mut command = Command::new(env!("CARGO"));
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        if key.starts_with("CARGO_PKG_") || key.starts_with("CARGO_BIN_EXE_") || CRATE_VARS.contains(&&*key) {
+            command.env_remove(&*key);
+        }
+    }
+    command
+}
+
+/// The variables cargo sets for a crate's process besides the two families.
+const CRATE_VARS: &[&str] = &[
+    "CARGO_MANIFEST_DIR",
+    "CARGO_MANIFEST_PATH",
+    "CARGO_MANIFEST_LINKS",
+    "CARGO_CRATE_NAME",
+    "CARGO_BIN_NAME",
+    "CARGO_PRIMARY_PACKAGE",
+    "CARGO_TARGET_TMPDIR",
+    "OUT_DIR",
+];
+
 /// Builds the example (a no-op when `scripts/test.sh` built it first) and returns its binary.
 fn example() -> PathBuf {
-    let output = Command::new(env!("CARGO"))
+    let output = cargo()
         .args(["build", "--quiet", "--offline", "--config", &hack(), "--manifest-path"])
         .arg(repo().join("examples/embed-gateway/Cargo.toml"))
         .env("CARGO_TARGET_DIR", target_dir())
