@@ -13,15 +13,17 @@ use codemode_bridge::{
     AbortOnDrop, AbortSignal, ApiArgs, ApprovalDecision, ApprovalRequest, Approver, BridgeCall, BridgeErrorCode,
     BridgeMethod, BridgeRequest, CallContext, CallValueArgs, DescribeArgs, EffectStatus, LoadArgs, NamespaceArgs,
     NamespaceTarget, PauseSink, PendingApproval, ProgressSink, RequestDigest, ResultLoadArgs, SearchArgs, Settlement,
-    SettlementValue, SleepArgs, StoreArgs, ToolError, WriteEffect, YieldArgs,
+    SettlementValue, SleepArgs, StoreArgs, ToolError, YieldArgs,
 };
 use codemode_catalog::{CatalogEntry, ExecutionMode, ToolSource};
 use codemode_config::{Decision, EffectClass, Fallback};
 use codemode_snapshot::AskedCall;
+use codemode_telemetry::Captured;
 use codemode_telemetry::span::Span;
 use serde_json::Value;
 
 use crate::Inner;
+use crate::machine::{Effect, Preview};
 use crate::run::{Hold, Notice, Refusal, RunParts};
 
 fn ok(value: Value) -> SettlementValue {
@@ -485,18 +487,18 @@ pub(crate) fn cut(text: String, max: usize) -> String {
 }
 
 /// Puts a write-class call in the run's effect record as it is handed to the host: `uncertain` until the host
-/// answers.
+/// answers, its arguments captured for a preview rendered only if someone reads the record.
 fn record_write(parts: &mut RunParts<'_>, id: u32, method: BridgeMethod, entry: &CatalogEntry, args: &Value) {
     if entry.definition.effect_class() != EffectClass::Write {
         return;
     }
     parts.effects.insert(
         id,
-        WriteEffect {
+        Effect {
             tool: entry.definition.host_name().into_owned(),
             call_id: codemode_telemetry::otel::tool_call_id(method.as_str(), id),
             status: EffectStatus::Uncertain,
-            preview: preview(parts.redactor, args, EFFECT_PREVIEW_BYTES),
+            preview: Preview::Captured(Captured::new(args, EFFECT_PREVIEW_BYTES)),
         },
     );
 }

@@ -18,9 +18,52 @@ use codemode_bridge::{
     RequestDigest, Round, Settlement, SettlementValue, SharedBytes, SleepArgs, WaitReason, WriteEffect,
 };
 use codemode_snapshot::{AskedCall, Checkpoint};
+use codemode_telemetry::{Captured, Redactor};
 use codemode_vm::pool::Death;
 use codemode_vm::protocol::{CellFailure, CellLimits, GuestOutcome, HostMessage, Start, StartGlobals, WorkerMessage};
 use serde_json::{Value, json};
+
+/// A write-class call in the run's record. Its arguments stay captured, not redacted, until someone reads the
+/// record (a failed result's list of writes, a checkpoint), so a write no one inspects costs no redaction.
+#[derive(Debug)]
+pub(crate) struct Effect {
+    /// The tool's own name.
+    pub(crate) tool: String,
+    /// The call id, `bridge:<method>:<n>`.
+    pub(crate) call_id: String,
+    pub(crate) status: EffectStatus,
+    pub(crate) preview: Preview,
+}
+
+/// A write's preview: shown (redacted and cut) or still captured.
+#[derive(Debug)]
+pub(crate) enum Preview {
+    /// From a checkpoint, or an approved call's question.
+    Shown(String),
+    /// The arguments as the call was handed to its host.
+    Captured(Captured),
+}
+
+impl Effect {
+    /// A write restored from a checkpoint, its preview shown already.
+    fn shown(effect: WriteEffect) -> Self {
+        Self {
+            tool: effect.tool,
+            call_id: effect.call_id,
+            status: effect.status,
+            preview: Preview::Shown(effect.preview),
+        }
+    }
+
+    /// The write as results and checkpoints show it, its preview rendered by `redactor` if still captured.
+    pub(crate) fn shown_with(&self, redactor: &Redactor) -> WriteEffect {
+        let preview = match &self.preview {
+            Preview::Shown(text) => text.clone(),
+            Preview::Captured(captured) => redactor.render(captured),
+        };
+        WriteEffect { tool: self.tool.clone(), call_id: self.call_id.clone(), status: self.status, preview }
+    }
+}
 
 /// What the driver must do next.
 #[derive(Clone, Debug, PartialEq)]
@@ -231,7 +274,7 @@ pub struct RunMachine {
     /// has open: while any is, the deadline and the park time stand still, as during an approval.
     held: BTreeMap<u32, u32>,
     /// The host's record of the run's write-class calls, by request id, across all its waits.
-    pub(crate) effects: BTreeMap<u32, WriteEffect>,
+    pub(crate) effects: BTreeMap<u32, Effect>,
     /// Nested tool calls (`callValue`, `namespace`) dispatched and not settled yet, by request id.
     tool_calls: BTreeSet<u32>,
     /// Tool calls whose task panicked: their effect is `uncertain`, whatever their settlement says.
@@ -378,7 +421,7 @@ impl RunMachine {
             idle_since: None,
             fresh_from: u32::MAX,
             held: BTreeMap::new(),
-            effects: checkpoint.effects.iter().map(|e| (e.id, e.effect.clone())).collect(),
+            effects: checkpoint.effects.iter().map(|e| (e.id, Effect::shown(e.effect.clone()))).collect(),
             // Calls in flight when it parked: settled later (by their tool, or as interrupted), then counted.
             tool_calls: checkpoint
                 .pending
@@ -702,11 +745,11 @@ impl RunMachine {
             let preview = crate::dispatch::cut(call.approval.preview, crate::dispatch::EFFECT_PREVIEW_BYTES);
             self.effects.insert(
                 id,
-                WriteEffect {
+                Effect {
                     tool: call.approval.tool,
                     call_id: call.approval.call_id,
                     status: EffectStatus::Uncertain,
-                    preview,
+                    preview: Preview::Shown(preview),
                 },
             );
         }
@@ -778,10 +821,20 @@ impl RunMachine {
         self.pause_since = Some(now_ms.max(since));
     }
 
-    /// The effect facts of the run so far; `list` adds the completed and uncertain writes (failed results). With
-    /// `ended` (the run failed or was aborted), calls still in flight count as `uncertain`; otherwise (a park)
-    /// they are not counted yet.
-    pub fn effect_facts(&self, list: bool, ended: bool) -> EffectFacts {
+    /// Renders every write's preview still captured, once, for a run about to show them more than once (a park:
+    /// its checkpoint and its result).
+    pub(crate) fn show_effects(&mut self, redactor: &Redactor) {
+        for effect in self.effects.values_mut() {
+            if let Preview::Captured(captured) = &effect.preview {
+                effect.preview = Preview::Shown(redactor.render(captured));
+            }
+        }
+    }
+
+    /// The effect facts of the run so far; with a redactor (`list`), also the completed and uncertain writes
+    /// (failed results), their previews rendered by it. With `ended` (the run failed or was aborted), calls still
+    /// in flight count as `uncertain`; otherwise (a park) they are not counted yet.
+    pub fn effect_facts(&self, list: Option<&Redactor>, ended: bool) -> EffectFacts {
         let mut facts = EffectFacts { calls: self.call_counts, ..EffectFacts::default() };
         if ended {
             for _ in &self.tool_calls {
@@ -796,8 +849,10 @@ impl RunMachine {
                 _ => facts.uncertain_writes += 1,
             }
             facts.mutation_free = false;
-            if list && effect.status != EffectStatus::Failed {
-                facts.writes.push(effect.clone());
+            if let Some(redactor) = list
+                && effect.status != EffectStatus::Failed
+            {
+                facts.writes.push(effect.shown_with(redactor));
             }
         }
         facts

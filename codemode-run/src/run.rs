@@ -442,8 +442,11 @@ fn checkpoint_of(inner: &Inner, run: &LiveRun, reason: WaitReason) -> Checkpoint
         machine.yield_request.as_ref().map(|(id, reason)| YieldRequest { id: *id, reason: reason.clone() });
     checkpoint.untrusted = machine.untrusted;
     checkpoint.asked = machine.asked.values().cloned().collect();
-    checkpoint.effects =
-        machine.effects.iter().map(|(id, effect)| EffectEntry { id: *id, effect: effect.clone() }).collect();
+    checkpoint.effects = machine
+        .effects
+        .iter()
+        .map(|(id, effect)| EffectEntry { id: *id, effect: effect.shown_with(&inner.redactor) })
+        .collect();
     checkpoint.approved_for_run = crate::dispatch::lock(&run.approvals.approved).iter().cloned().collect();
     checkpoint.idempotency_key = run.idempotency.clone();
     checkpoint.activity = run.activity.log();
@@ -500,12 +503,14 @@ async fn park(inner: Arc<Inner>, mut run: LiveRun, slot: Option<Slot<LiveRun>>, 
         release_worker(&inner, &mut run);
         return result;
     };
+    // The checkpoint and the parked result both show the writes: each preview is rendered once, here.
+    run.machine.show_effects(&inner.redactor);
     let mut checkpoint = checkpoint_of(&inner, &run, reason);
     let activity = run.activity.take().map(Box::new);
     let machine = &mut run.machine;
     let pending_approvals = machine.asked.values().map(|a| a.approval.clone()).collect();
     checkpoint.call_counts = machine.call_counts;
-    let effects = machine.effect_facts(true, false);
+    let effects = machine.effect_facts(Some(&inner.redactor), false);
     let checkpoint_untrusted = machine.untrusted;
     let pending_calls: Vec<PendingToolCall> = checkpoint
         .pending
@@ -836,7 +841,7 @@ async fn aborted_during_wait(
     }
     let result = with_effects(
         CodeModeResult::failed(ErrorCode::Aborted, FailurePhase::Host, "code mode run aborted", telemetry),
-        run.machine.effect_facts(true, true),
+        run.machine.effect_facts(Some(&inner.redactor), true),
     );
     ended(inner, &mut run, result).await
 }
@@ -918,7 +923,7 @@ pub async fn abort(inner: Arc<Inner>, run_id: &str) -> CodeModeResult {
         Ok(codemode_snapshot::AbortOutcome::Parked { live: Some(mut run) }) => {
             run.in_flight.abort_all();
             run.worker = None;
-            with_effects(aborted(&run.scope), run.machine.effect_facts(true, true))
+            with_effects(aborted(&run.scope), run.machine.effect_facts(Some(&inner.redactor), true))
         }
         Ok(codemode_snapshot::AbortOutcome::Resuming) => match inner.waits.stop(run_id) {
             Some(telemetry) => match telemetry.await {
@@ -1011,7 +1016,7 @@ fn fail(
         bridge_dispatch_started: machine.dispatch_started,
         warnings: untrusted_warnings(machine.untrusted),
         output,
-        effects: machine.effect_facts(true, true),
+        effects: machine.effect_facts(Some(&inner.redactor), true),
         telemetry: telemetry(inner, &run.scope),
         activity: None,
     })
@@ -1033,7 +1038,7 @@ fn complete(inner: &Inner, run: &mut LiveRun, value: Value) -> CodeModeResult {
         machine.budget.admit_value(value)
     };
     let warnings = untrusted_warnings(machine.untrusted);
-    let effects = machine.effect_facts(false, true);
+    let effects = machine.effect_facts(None, true);
     let telemetry = telemetry(inner, &run.scope);
     CodeModeResult::Completed(Completed { value, warnings, output, effects, telemetry, activity: None })
 }
@@ -1297,7 +1302,7 @@ pub(crate) struct RunParts<'a> {
     /// Settlements to deliver at the next quiescent point.
     pub(crate) ready: &'a mut Vec<Settlement>,
     /// The run's record of write-class calls.
-    pub(crate) effects: &'a mut BTreeMap<u32, codemode_bridge::WriteEffect>,
+    pub(crate) effects: &'a mut BTreeMap<u32, crate::machine::Effect>,
     /// Calls whose tool host panicked: their effect is `uncertain`.
     pub(crate) host_failed: &'a mut std::collections::BTreeSet<u32>,
     /// Calls dispatch sent to an approver; the driver hands them to the machine.

@@ -20,7 +20,7 @@ pub use activity::{
     Activity, ActivityEvent, ActivityHook, ActivityLimits, ActivityLog, CallEffect, CallProgressEvent, CallRecord,
     CallStart, CallStatus, CellStart, Dropped, InputKind, TOOL_KIND,
 };
-pub use redact::{MASK, PatternError, Redactor};
+pub use redact::{Captured, MASK, PatternError, Redactor};
 
 /// Bytes of `value` as compact JSON text, counted without building the text.
 pub fn json_len(value: &impl Serialize) -> usize {

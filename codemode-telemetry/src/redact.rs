@@ -112,6 +112,51 @@ static BUILTIN: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&alternation.join("|")).expect("the built-in token shapes compile")
 });
 
+/// A value's compact JSON text, capped as [`Redactor::preview`] caps it but not yet redacted: what a host keeps
+/// when a preview may never be read, to pay for the redaction only when it is ([`Redactor::render`]).
+///
+/// Invariant: it holds the value's secrets in the clear, so it is never shown, stored or logged as it is; its
+/// `Debug` prints only its length.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Captured {
+    /// The first `2 * max + 64` bytes of the JSON text at most, cut on a character boundary.
+    text: String,
+    /// Whether `text` is the whole JSON text.
+    whole: bool,
+    /// The preview's cap.
+    max: usize,
+}
+
+impl Captured {
+    /// Serializes `value` as compact JSON, stopping after `2 * max + 64` bytes.
+    pub fn new(value: &serde_json::Value, max: usize) -> Self {
+        struct Capped(Vec<u8>, usize);
+        impl std::io::Write for Capped {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                let room = self.1.saturating_sub(self.0.len());
+                self.0.extend_from_slice(&bytes[..bytes.len().min(room)]);
+                if bytes.len() > room { Err(std::io::Error::other("preview cap")) } else { Ok(bytes.len()) }
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut capped = Capped(Vec::new(), max.saturating_mul(2).saturating_add(64));
+        let whole = serde_json::to_writer(&mut capped, value).is_ok();
+        let text = match String::from_utf8(capped.0) {
+            Ok(text) => text,
+            Err(cut) => String::from_utf8_lossy(cut.as_bytes()).into_owned(),
+        };
+        Self { text, whole, max }
+    }
+}
+
+impl std::fmt::Debug for Captured {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Captured({} bytes, not redacted)", self.text.len())
+    }
+}
+
 /// A configured pattern that is not a valid regular expression.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("redaction pattern {pattern:?} is not a valid regular expression: {reason}")]
@@ -234,22 +279,15 @@ impl Redactor {
     /// `value` as compact JSON text, redacted and cut to `max` bytes (a cut preview ends with `…`): the preview of
     /// a tool's arguments or result. At most `2 * max + 64` bytes are ever serialized.
     pub fn preview(&self, value: &serde_json::Value, max: usize) -> String {
-        struct Capped(Vec<u8>, usize);
-        impl std::io::Write for Capped {
-            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-                let room = self.1.saturating_sub(self.0.len());
-                self.0.extend_from_slice(&bytes[..bytes.len().min(room)]);
-                if bytes.len() > room { Err(std::io::Error::other("preview cap")) } else { Ok(bytes.len()) }
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let mut capped = Capped(Vec::new(), max.saturating_mul(2).saturating_add(64));
-        let whole = serde_json::to_writer(&mut capped, value).is_ok();
-        let text = String::from_utf8_lossy(&capped.0);
-        let redacted = if whole { self.redact(&text).into_owned() } else { self.redact_cut(&text) };
-        cut(redacted, max)
+        self.render(&Captured::new(value, max))
+    }
+
+    /// The preview of a captured value: exactly what [`Redactor::preview`] returns for the value and `max` it was
+    /// captured with.
+    pub fn render(&self, captured: &Captured) -> String {
+        let redacted =
+            if captured.whole { self.redact(&captured.text).into_owned() } else { self.redact_cut(&captured.text) };
+        cut(redacted, captured.max)
     }
 
     /// Redacts `text`, the beginning of a longer text that was cut off: besides [`Redactor::redact`], the end is
@@ -396,6 +434,18 @@ mod tests {
             r.text(&format!("{} hunter2-password", "y".repeat(30)), 41),
             format!("{} [REDACTED]", "y".repeat(30))
         );
+    }
+
+    #[test]
+    fn a_captured_value_renders_as_its_preview_and_never_shows_its_text() {
+        let r = Redactor::new().secret("hunter2-password");
+        let long = serde_json::json!({ "pad": "é".repeat(200), "key": "ghp_abcdefghijklmnopqrstuvwxyz0123456789" });
+        let short = serde_json::json!({ "password": "hunter2-password", "n": 1 });
+        for (value, max) in [(&long, 60), (&long, 1000), (&short, 256), (&short, 10)] {
+            let captured = Captured::new(value, max);
+            assert_eq!(r.render(&captured), r.preview(value, max), "{value} at {max}");
+            assert!(!format!("{captured:?}").contains("hunter2"), "{captured:?}");
+        }
     }
 
     #[test]

@@ -300,7 +300,8 @@ async fn an_approval_longer_than_the_timeout_pauses_the_deadline() {
 async fn each_effect_status_and_the_facts_of_failed_results() {
     let (engine, host) = build(Setup::default());
     // failed: the tool answered with an error; completed: echo; the program then throws.
-    let code = "await echo({ file: 'done' }); try { await fail({}) } catch (e) {} throw new Error('boom')";
+    let code = "await echo({ file: 'done', note: 'ghp_abcdefghijklmnopqrstuvwxyz0123456789' }); \
+                try { await fail({}) } catch (e) {} throw new Error('boom')";
     let result = exec(&engine, code, &ExecOptions::default()).await;
     assert_eq!(failure(&result).0, "guest_error");
     let f = facts(&result);
@@ -310,6 +311,8 @@ async fn each_effect_status_and_the_facts_of_failed_results() {
     assert_eq!((f.writes[0].tool.as_str(), f.writes[0].status), ("echo", EffectStatus::Completed));
     assert_eq!(f.writes[0].call_id, "bridge:callValue:1");
     assert!(f.writes[0].preview.contains("done"));
+    // The arguments were captured as the call went out and redacted only now, as the write is shown.
+    assert!(f.writes[0].preview.contains("[REDACTED]") && !f.writes[0].preview.contains("ghp_"), "{f:?}");
     let json = serde_json::to_value(&result).unwrap();
     assert_eq!(json["mutationFree"], false);
     assert_eq!(json["writes"][0]["callId"], "bridge:callValue:1");
