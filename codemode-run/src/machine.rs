@@ -821,8 +821,8 @@ impl RunMachine {
         self.pause_since = Some(now_ms.max(since));
     }
 
-    /// Renders every write's preview still captured, once, for a run about to show them more than once (a park:
-    /// its checkpoint and its result).
+    /// Renders every write's preview still captured, for a run about to show them more than once (its checkpoints
+    /// and its result).
     pub(crate) fn show_effects(&mut self, redactor: &Redactor) {
         for effect in self.effects.values_mut() {
             if let Preview::Captured(captured) = &effect.preview {

@@ -413,8 +413,10 @@ async fn already_accepted(inner: &Inner, scope: &RunScope, run_id: &str, result:
     }
 }
 
-/// The checkpoint of a run as it stands: its journal and everything else a replay needs.
-fn checkpoint_of(inner: &Inner, run: &LiveRun, reason: WaitReason) -> Checkpoint {
+/// The checkpoint of a run as it stands: its journal and everything else a replay needs. The writes' previews are
+/// rendered here, once each: later checkpoints and the run's result reuse them.
+fn checkpoint_of(inner: &Inner, run: &mut LiveRun, reason: WaitReason) -> Checkpoint {
+    run.machine.show_effects(&inner.redactor);
     let machine = &run.machine;
     let mut checkpoint = Checkpoint::new(
         run.run_id.clone(),
@@ -461,7 +463,7 @@ fn checkpoint_of(inner: &Inner, run: &LiveRun, reason: WaitReason) -> Checkpoint
 /// settles it as `interrupted` instead of running it again. `Err` when the claim was lost to another replica.
 async fn record_dispatch(
     inner: &Inner,
-    run: &LiveRun,
+    run: &mut LiveRun,
     slot: &Slot<LiveRun>,
     request: &codemode_bridge::BridgeRequest,
     digest: u64,
@@ -503,9 +505,7 @@ async fn park(inner: Arc<Inner>, mut run: LiveRun, slot: Option<Slot<LiveRun>>, 
         release_worker(&inner, &mut run);
         return result;
     };
-    // The checkpoint and the parked result both show the writes: each preview is rendered once, here.
-    run.machine.show_effects(&inner.redactor);
-    let mut checkpoint = checkpoint_of(&inner, &run, reason);
+    let mut checkpoint = checkpoint_of(&inner, &mut run, reason);
     let activity = run.activity.take().map(Box::new);
     let machine = &mut run.machine;
     let pending_approvals = machine.asked.values().map(|a| a.approval.clone()).collect();
