@@ -8,12 +8,10 @@
 //                       registerHeadlessToolSearchCatalog exactly as server-cron does;
 //   surface "exec":     the model-facing `exec` tool built by createCodeModeTools via
 //                       createAgentHarnessToolSurfaceRuntimeCore(...).compactTools([ping]) (src/agents/harness/tool-surface-bridge.ts).
-// The executor is chosen by config `tools.codeMode.executor` ("node" | "quickjs"), as in the product.
-// The dist chunk names are content-hashed, so they are located by scanning dist/*.mjs for the
-// function definitions and reading each chunk's `export { local as alias }` line.
-import { readdirSync, readFileSync } from "node:fs";
+// The executor is chosen by config `tools.codeMode.executor` ("node" | "quickjs"), as in the product. openclaw.mjs
+// finds the functions in the installed dist.
 import { loadavg } from "node:os";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { api, controlTools, found, version } from "./openclaw.mjs";
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => {
@@ -24,45 +22,6 @@ const N = Number(opt("n", 30));
 const WARMUP = Number(opt("warmup", 5));
 const EXECUTORS = opt("executors", "node,quickjs").split(",").filter(Boolean);
 const SURFACES = opt("surfaces", "headless,exec").split(",").filter(Boolean);
-
-const major = Number(process.versions.node.split(".")[0]);
-if (major < 24) {
-  console.error(`Node ${process.versions.node}: openclaw@2026.9.6 needs Node >=24.16; run scripts/reference/run.sh`);
-  process.exit(2);
-}
-
-// ---------- locate the reference's own functions in the installed dist ----------
-// The folder run.sh installed the package into ($REFERENCE_DIR), else this script's own.
-const home = process.env.REFERENCE_DIR ? pathToFileURL(`${process.env.REFERENCE_DIR}/`) : new URL("./", import.meta.url);
-const DIST = new URL("node_modules/openclaw/dist/", home);
-const distDir = fileURLToPath(DIST);
-const wanted = {
-  runCodeModeScriptHeadless: "async function runCodeModeScriptHeadless(",
-  createAgentHarnessToolSurfaceRuntimeCore: "function createAgentHarnessToolSurfaceRuntimeCore(",
-  registerHeadlessToolSearchCatalog: "function registerHeadlessToolSearchCatalog(",
-  createToolSearchCatalogRef: "function createToolSearchCatalogRef(",
-};
-const found = {};
-for (const file of readdirSync(distDir)) {
-  if (!file.endsWith(".mjs")) continue;
-  const text = readFileSync(distDir + file, "utf8");
-  for (const [name, needle] of Object.entries(wanted)) {
-    if (found[name] || !text.includes(needle)) continue;
-    const exportLine = text.match(/export \{([^}]*)\};\s*$/m);
-    const alias = exportLine?.[1]
-      .split(",")
-      .map((s) => s.trim().split(/\s+as\s+/))
-      .find(([local]) => local === name)?.[1];
-    if (alias) found[name] = { file, alias };
-  }
-}
-const api = {};
-for (const name of Object.keys(wanted)) {
-  if (!found[name]) throw new Error(`could not locate ${name} in ${distDir}`);
-  const mod = await import(new URL(found[name].file, DIST));
-  api[name] = mod[found[name].alias];
-  if (typeof api[name] !== "function") throw new Error(`${name} is not a function in ${found[name].file}`);
-}
 
 // ---------- the trivial host tool ----------
 const ping = {
@@ -94,18 +53,7 @@ function makeHeadless(executor) {
 }
 
 function makeExec(executor) {
-  const config = { tools: { codeMode: { enabled: true, executor } } };
-  const core = api.createAgentHarnessToolSurfaceRuntimeCore({
-    config,
-    agentId: "main",
-    sessionKey: "agent:main:bench",
-    sessionId: "bench-session",
-    runId: "bench-run",
-    modelToolsEnabled: true,
-    forceCodeModeControls: true,
-  });
-  const exec = core.compactTools([ping]).tools.find((t) => t.name === "exec");
-  if (!exec) throw new Error("exec control tool was not produced");
+  const { exec } = controlTools(executor, [ping]);
   let seq = 0;
   return async (code) => {
     const r = (await exec.execute(`bench_call_${++seq}`, { code })).details;
@@ -125,7 +73,7 @@ const r2 = (x) => Math.round(x * 100) / 100;
 console.log(
   JSON.stringify({
     info: "openclaw code mode reference bench",
-    openclaw: JSON.parse(readFileSync(new URL("../package.json", DIST), "utf8")).version,
+    openclaw: version,
     node: process.versions.node,
     n: N,
     warmup: WARMUP,

@@ -106,12 +106,15 @@ fn denied_control_and_direct_only_tools_are_absent() {
         tool("tool_call", ToolSource::Openclaw),
         tool("tool_search_code", ToolSource::Openclaw),
         tool("exec", ToolSource::Openclaw),
+        tool("wait", ToolSource::Openclaw),
         direct,
     ];
     let options = CatalogOptions { denied: vec!["secret".into()], ..CatalogOptions::default() };
     let catalog = Catalog::build(defs, options).unwrap();
     let names: Vec<&str> = catalog.entries().iter().map(|e| e.callable_name.as_str()).collect();
-    assert_eq!(names, ["exec"], "only the shell exec tool stays cataloged");
+    // The control tools never enter a catalog; a host's own `exec` (a shell) or `wait` is an ordinary tool, as in
+    // the reference (`shouldCatalogTool` skips only tools marked as code-mode controls).
+    assert_eq!(names, ["exec", "wait"], "only the host's exec and wait tools stay cataloged");
     assert_eq!(catalog.direct_only().len(), 1);
     assert!(catalog.search("secret", None).unwrap().is_empty());
     assert!(catalog.api_read("tools/secret.d.ts").is_err());

@@ -146,6 +146,7 @@
   // A callable handle: a native tool's handle calls its global; an MCP tool's (`callableName` is its
   // `MCP.<server>.<tool>` path) calls it as that namespace member does, and its `describe()` asks the host for
   // that path, which answers with the server's API header narrowed to the tool (counted in `describeCount`).
+  const HANDLE_KEYS = freeze(['callableName', 'toolName', 'label', 'description', 'source', 'input', 'output']);
   function makeHandle(meta) {
     const path = apply(stringSplit, Str(meta.callableName), ['.']);
     const server = meta.source === 'mcp' && path.length === 3 ? mcpServerOf[path[1]] : undefined;
@@ -160,9 +161,12 @@
         return await callTool(meta.callableName, args);
       };
     }
-    hidden(handle, 'describe', () => bridge('describe', { tool: meta.callableName }));
-    const keys = keysOf(meta);
-    for (let i = 0; i < keys.length; i++) hidden(handle, keys[i], meta[keys[i]]);
+    // As the reference's handle: `name` is the callable name; the metadata (each key, `undefined` when the tool has
+    // none) and `describe` are enumerable.
+    hidden(handle, 'name', Str(meta.callableName));
+    for (let i = 0; i < HANDLE_KEYS.length; i++) visible(handle, HANDLE_KEYS[i], meta[HANDLE_KEYS[i]]);
+    if (meta.apiPath !== undefined) visible(handle, 'apiPath', meta.apiPath);
+    visible(handle, 'describe', () => bridge('describe', { tool: meta.callableName }));
     hidden(handle, 'toJSON', () => meta);
     return freeze(handle);
   }
