@@ -9,8 +9,8 @@ cd "$(dirname "$0")/.."
 step() { printf '== %s (+%ss) %s\n' "$(date -u +%T)" "$SECONDS" "$*"; }
 step packages
 npm ci --prefix mcp-servers --no-audit --no-fund --loglevel=error
-if [ -f codemode-vm/benches/node/package-lock.json ]; then
-  npm ci --prefix codemode-vm/benches/node --no-audit --no-fund --loglevel=error
+if [ -f codemode-worker/benches/node/package-lock.json ]; then
+  npm ci --prefix codemode-worker/benches/node --no-audit --no-fund --loglevel=error
 fi
 # The MCP Python SDK's client, which the gateway tests drive besides rmcp's (pinned in the requirements file).
 if [ ! -x target/py/bin/python ]; then
@@ -29,14 +29,14 @@ if [ ! -x /usr/bin/chromium ]; then
   sudo=$([ "$(id -u)" = 0 ] || echo sudo)
   $sudo apt-get install -y --no-install-recommends chromium || { $sudo apt-get update && $sudo apt-get install -y --no-install-recommends chromium; }
 fi
-# Every test target and the binaries the tests run, in two commands. codemode-vm's own tests enable its test-only
+# Every test target and the binaries the tests run, in two commands. codemode-worker's own tests enable its test-only
 # features (`engine-api`, `confine-probe`) through a dev-dependency on itself: in `cargo test --workspace` every crate
 # above it would get them, and maturin's build of the Python package (which never has them) would compile all of
-# those again. So codemode-vm is tested on its own (which also builds the `codemode-worker` the other tests run), and
-# the rest of the workspace without it, in the features every other build uses.
+# those again. So codemode-worker is tested on its own (which also builds the `codemode-worker` binary the other tests
+# run), and the rest of the workspace without it, in the features every other build uses.
 step build the tests
-cargo test -p codemode-vm --no-run
-cargo test --workspace --exclude codemode-vm --no-run
+cargo test -p codemode-worker --no-run
+cargo test --workspace --exclude codemode-worker --no-run
 # The embedding examples (outside the workspace) are built here, before the tests, so that their tests only run
 # them and the corpus's time limits never compete with a compiler. In target/debug, with the workspace's hakari crate
 # patched in for crates.io's empty one: every third-party crate then has the tests' features and versions (`cargo
@@ -60,8 +60,8 @@ export XDG_STATE_HOME="$PWD/target/test-state"
 rm -rf "$XDG_STATE_HOME"
 step the tests
 failed=0
-cargo test -p codemode-vm --no-fail-fast || failed=1
-cargo test --workspace --exclude codemode-vm --no-fail-fast || failed=1
+cargo test -p codemode-worker --no-fail-fast || failed=1
+cargo test --workspace --exclude codemode-worker --no-fail-fast || failed=1
 [ "$failed" = 0 ] || { echo "tests failed" >&2; exit 1; }
 # The Python package (codemode-python): its wheel with the worker just built, installed into a fresh virtual
 # environment, then its pytest suite and stubtest.

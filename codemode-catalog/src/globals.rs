@@ -1,6 +1,6 @@
 //! The one list of guest globals: the names a guest's global scope holds besides the ECMAScript built-ins.
 //!
-//! Not the installer: codemode-vm's prelude defines these names, and a vm test checks that it defines exactly
+//! Not the installer: codemode-worker's prelude defines these names, and a worker test checks that it defines exactly
 //! these. Invariant: the catalog's reserved names ([`crate::names`]) and the shell-command check (codemode-source)
 //! are derived from the lists here, so a global added to the prelude without a line here fails that test.
 

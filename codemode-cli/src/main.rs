@@ -15,7 +15,7 @@ use codemode_gateway::{GatewayBuilder, Listen};
 use codemode_telemetry::otlp::{ExportConfig, Telemetry};
 
 #[global_allocator]
-static ALLOCATOR: codemode::vm::worker::CountingAlloc = codemode::vm::worker::CountingAlloc;
+static ALLOCATOR: codemode::worker::CountingAlloc = codemode::worker::CountingAlloc;
 
 /// The hidden subcommand the binary runs as when it is its own worker.
 const WORKER_MARKER: &str = codemode_gateway::WORKER_ARG;
@@ -124,7 +124,7 @@ enum Command {
 
 fn main() {
     if std::env::args().nth(1).as_deref() == Some(WORKER_MARKER) {
-        codemode::vm::worker::run_worker();
+        codemode::worker::run_worker();
     }
     let cli = Cli::parse();
     // Export is set up before the runtime starts and flushed after it stopped: the exporter's HTTP client blocks.

@@ -239,7 +239,7 @@ impl GatewayBuilder {
     }
 
     /// Runs cells in workers started by `worker`. The default is this executable with [`WORKER_ARG`], which needs
-    /// the program to call `codemode::vm::worker::run_worker()` when it is started with that argument.
+    /// the program to call `codemode::worker::run_worker()` when it is started with that argument.
     #[must_use]
     pub fn worker(mut self, worker: WorkerCommand) -> GatewayBuilder {
         self.worker = Some(worker);

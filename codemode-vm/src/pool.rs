@@ -19,8 +19,10 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use crate::confine::{
     Confinement, ConfinementReport, ENV_ADDRESS_SPACE, ENV_CONFINEMENT, EXIT_CONFINEMENT, OPT_OUT_HINT,
 };
-use crate::protocol::{GuestGlobals, HostMessage, KeptGlobals, PROTOCOL_VERSION, Start, WorkerHello, WorkerMessage};
-use crate::worker::{ENV_INSTRUCTIONS, ENV_MEMORY, ENV_ROLE, EXIT_MEMORY};
+use crate::protocol::{
+    ENV_INSTRUCTIONS, ENV_MEMORY, ENV_ROLE, EXIT_MEMORY, GuestGlobals, HostMessage, KeptGlobals, PROTOCOL_VERSION,
+    Start, WorkerHello, WorkerMessage,
+};
 
 /// Environment variable naming the worker executable, overriding every other way of finding it.
 pub const ENV_WORKER: &str = "CODEMODE_WORKER";
@@ -50,8 +52,8 @@ pub fn instruction_budget(timeout_ms: u64) -> u64 {
 
 /// How to provide a worker, quoted by [`PoolError::NotFound`].
 const HOW_TO_PROVIDE_A_WORKER: &str = "provide one of: (1) set $CODEMODE_WORKER to a `codemode-worker` binary (built \
-    with `cargo build -p codemode-vm --bin codemode-worker` in the codemode checkout); (2) put `codemode-worker` \
-    beside this executable; (3) make this binary its own worker: call `codemode::vm::worker::run_worker()` first \
+    with `cargo build -p codemode-worker --bin codemode-worker` in the codemode checkout); (2) put `codemode-worker` \
+    beside this executable; (3) make this binary its own worker: call `codemode::worker::run_worker()` first \
     thing in `main` when it is started with a marker argument, and pass \
     `CodeModeBuilder::worker(WorkerCommand::current_exe(&[\"<marker>\"])?)` (README, \"The worker executable\")";
 
@@ -82,7 +84,7 @@ pub enum PoolError {
     /// This process was started as a worker but builds a pool: its `main` did not call `run_worker` first.
     #[error(
         "this process was started as a code mode worker (${ENV_ROLE} is set) but starts a worker pool instead of \
-         serving: call `codemode::vm::worker::run_worker()` first thing in `main` when the worker marker argument \
+         serving: call `codemode::worker::run_worker()` first thing in `main` when the worker marker argument \
          is present"
     )]
     StartedAsWorker,
@@ -175,7 +177,7 @@ impl WorkerCommand {
         Err(PoolError::NotFound { looked_at })
     }
 
-    /// Re-executes the running binary with `args` (the binary must call `codemode_vm::worker::run_worker` first
+    /// Re-executes the running binary with `args` (the binary must call `codemode_worker::worker::run_worker` first
     /// thing in `main` when it sees them).
     ///
     /// # Errors

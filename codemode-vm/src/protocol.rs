@@ -12,6 +12,17 @@ use serde::{Deserialize, Serialize};
 
 use crate::confine::ConfinementReport;
 
+/// Exit code of a worker that passed its memory limit.
+pub const EXIT_MEMORY: i32 = 86;
+/// Environment variable that holds the worker's memory limit in bytes.
+pub const ENV_MEMORY: &str = "CODEMODE_WORKER_MEMORY";
+/// Environment variable that holds a cell's engine instruction budget.
+pub const ENV_INSTRUCTIONS: &str = "CODEMODE_WORKER_INSTRUCTIONS";
+/// Environment variable the pool sets on every process it starts as a worker. A process that has it and starts a
+/// pool of its own did not call `codemode_worker::worker::run_worker` when started as a worker; the pool refuses instead of starting
+/// itself again and again.
+pub const ENV_ROLE: &str = "CODEMODE_WORKER_ROLE";
+
 /// The version of this protocol, announced by every worker in its [`WorkerHello`] and checked by the host.
 ///
 /// Bump it whenever a message changes in a way the other side cannot read (a variant or field added, removed,

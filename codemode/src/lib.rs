@@ -50,6 +50,9 @@ pub use codemode_source as source;
 pub use codemode_surface as surface;
 pub use codemode_telemetry as telemetry;
 pub use codemode_vm as vm;
+/// The worker's side: a binary that is its own worker calls [`worker::run_worker`] first thing in `main` and installs
+/// [`worker::CountingAlloc`] as its global allocator.
+pub use codemode_worker::worker;
 
 pub use activation::{ModelTools, model_tools};
 pub use codemode_bridge::{

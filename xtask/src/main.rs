@@ -1,5 +1,6 @@
-//! Workspace automation: `cargo xtask tidy` checks the layering of the crates (and that only codemode-vm itself
-//! enables its `engine-api` feature), a `//!` header on every Rust file, `[lints] workspace = true` in every crate,
+//! Workspace automation: `cargo xtask tidy` checks the layering of the crates (that only codemode-worker itself
+//! enables its `engine-api` feature, and that the host side, codemode-vm and every crate below it, reaches no Boa
+//! crate), a `//!` header on every Rust file, `[lints] workspace = true` in every crate,
 //! that every declared dependency is named in the crate's code and that ARCHITECTURE.md's "may depend on" column
 //! matches the manifests, that every crate depends on the hakari crate and that the examples' lock files pin the
 //! workspace's versions (`deps`); `cargo xtask bench-medians` prints the median of every criterion
@@ -28,6 +29,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("codemode-bridge", 2),
     ("codemode-source", 2),
     ("codemode-vm", 3),
+    ("codemode-worker", 4),
     ("codemode-snapshot", 3),
     ("codemode-mcp", 3),
     ("codemode-store-pg", 4),
@@ -48,8 +50,13 @@ const FACADE_USERS: &[&str] = &["codemode-gateway", "codemode-cli", "codemode-py
 /// workspace: outside the layers, and a normal dependency of every other workspace crate.
 pub const HACK: &str = "workspace-hack";
 
-/// The codemode-vm feature that exposes the engine in-process; a host never enables it.
+/// The codemode-worker feature that exposes the engine in-process; a host never enables it.
 const ENGINE_API: &str = "engine-api";
+
+/// The crate with the engine, and the engine's own crates: the executor's host side must reach none of them.
+const ENGINE_CRATES: &[&str] = &["codemode-worker", "boa_engine", "boa_gc", "boa_string"];
+/// The executor's host side: with the crates it depends on, it must compile without an engine.
+const HOST_SIDE: &str = "codemode-vm";
 
 fn main() -> anyhow::Result<()> {
     let task = std::env::args().nth(1).unwrap_or_default();
@@ -194,6 +201,32 @@ fn workspace_root() -> PathBuf {
 }
 
 /// Every problem found, as a sentence naming the file or crate and the fix.
+/// [`HOST_SIDE`] and the workspace crates it depends on (normal dependencies, transitively) name none of
+/// [`ENGINE_CRATES`], so a host that runs workers compiles no engine. Third-party crates other than Boa's never
+/// depend on Boa, so the workspace's own manifests decide it.
+fn check_host_side_has_no_engine(packages: &[serde_json::Value], problems: &mut Vec<String>) {
+    let by_name: BTreeMap<&str, &serde_json::Value> =
+        packages.iter().map(|p| (p["name"].as_str().unwrap_or_default(), p)).collect();
+    let mut todo = vec![HOST_SIDE];
+    let mut seen = std::collections::BTreeSet::new();
+    while let Some(name) = todo.pop() {
+        if !seen.insert(name) {
+            continue;
+        }
+        let Some(package) = by_name.get(name) else { continue };
+        for dep in package["dependencies"].as_array().into_iter().flatten().filter(|d| d["kind"].is_null()) {
+            let dep_name = dep["name"].as_str().unwrap_or_default();
+            if ENGINE_CRATES.contains(&dep_name) {
+                problems.push(format!(
+                    "{name} depends on {dep_name}, so {HOST_SIDE} (the executor's host side) compiles an engine: \
+                     keep engine code in codemode-worker"
+                ));
+            }
+            todo.push(dep_name);
+        }
+    }
+}
+
 fn tidy(root: &Path) -> anyhow::Result<Vec<String>> {
     let output = cargo()
         .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
@@ -209,6 +242,7 @@ fn tidy(root: &Path) -> anyhow::Result<Vec<String>> {
     let packages = metadata["packages"].as_array().map(Vec::as_slice).unwrap_or_default();
     deps::check_architecture_table(root, packages, &mut problems)?;
     deps::check_example_locks(root, &mut problems)?;
+    check_host_side_has_no_engine(packages, &mut problems);
     for package in packages {
         let name = package["name"].as_str().unwrap_or_default();
         if name == HACK {
@@ -227,9 +261,10 @@ fn tidy(root: &Path) -> anyhow::Result<Vec<String>> {
             let dep_name = dep["name"].as_str().unwrap_or_default();
             let Some(&dep_layer) = layers.get(dep_name) else { continue };
             let features = dep["features"].as_array().into_iter().flatten();
-            if dep_name == "codemode-vm" && name != "codemode-vm" && features.clone().any(|f| f == ENGINE_API) {
+            if dep_name == "codemode-worker" && name != "codemode-worker" && features.clone().any(|f| f == ENGINE_API) {
                 problems.push(format!(
-                    "{name} enables codemode-vm's `{ENGINE_API}`: only the vm's own tests and benches may build an engine in-process"
+                    "{name} enables codemode-worker's `{ENGINE_API}`: only the worker's own tests and benches may build \
+                     an engine in-process"
                 ));
             }
             if !dep["kind"].is_null() {

@@ -1,7 +1,7 @@
 //! The instruction gate (`cargo xtask perf`): counts the host's instructions per unit of work under valgrind's
 //! callgrind and compares each kind with the baseline committed in `xtask/perf-baseline.txt`. It counts the dev
 //! build the tests use (every crate at opt-level 2, debug assertions on, the feature resolution of
-//! `scripts/test.sh`'s `cargo test --workspace --exclude codemode-vm`), so that CI compiles nothing more for it but
+//! `scripts/test.sh`'s `cargo test --workspace --exclude codemode-worker`), so that CI compiles nothing more for it but
 //! the bench;
 //! `cargo xtask perf --release` counts the release build instead, for the figures docs quote (the baseline holds
 //! the dev build's).
@@ -150,8 +150,8 @@ struct Bins {
 }
 
 /// Builds the worker, the `codemode` binary and the `exec` bench. The dev build is the tests' own (`cargo test -p
-/// codemode-vm --no-run`, then `cargo test --workspace --exclude codemode-vm --no-run`, as `scripts/test.sh` builds),
-/// so that after the tests only the bench compiles; the release build is a `cargo build` of the three.
+/// codemode-worker --no-run`, then `cargo test --workspace --exclude codemode-worker --no-run`, as `scripts/test.sh`
+/// builds), so that after the tests only the bench compiles; the release build is a `cargo build` of the three.
 fn build(root: &Path, release: bool) -> anyhow::Result<Bins> {
     let (binaries, bench): (&[&str], &[&str]) = if release {
         (
@@ -159,7 +159,7 @@ fn build(root: &Path, release: bool) -> anyhow::Result<Bins> {
                 "build",
                 "--release",
                 "-p",
-                "codemode-vm",
+                "codemode-worker",
                 "--bin",
                 "codemode-worker",
                 "-p",
@@ -171,12 +171,12 @@ fn build(root: &Path, release: bool) -> anyhow::Result<Bins> {
         )
     } else {
         (
-            &["test", "--workspace", "--exclude", "codemode-vm", "--no-run"],
-            &["test", "--workspace", "--exclude", "codemode-vm", "--no-run", "--bench", "exec"],
+            &["test", "--workspace", "--exclude", "codemode-worker", "--no-run"],
+            &["test", "--workspace", "--exclude", "codemode-worker", "--no-run", "--bench", "exec"],
         )
     };
     if !release {
-        let status = crate::cargo().current_dir(root).args(["test", "-p", "codemode-vm", "--no-run"]).status()?;
+        let status = crate::cargo().current_dir(root).args(["test", "-p", "codemode-worker", "--no-run"]).status()?;
         if !status.success() {
             bail!("building the worker failed");
         }

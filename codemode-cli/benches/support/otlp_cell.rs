@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 /// The `codemode` binary's allocator (`src/main.rs`), so the host's side of a cell, spans and export included, costs
 /// what it costs in the gateway's process.
 #[global_allocator]
-static ALLOCATOR: codemode::vm::worker::CountingAlloc = codemode::vm::worker::CountingAlloc;
+static ALLOCATOR: codemode::worker::CountingAlloc = codemode::worker::CountingAlloc;
 
 /// The 10-sequential-call cell of `codemode/benches/exec.rs`.
 pub const TEN_CALLS: &str = "let n = 0; for (let i = 0; i < 10; i++) { if ((await ping({})).ok) n++ } return n";

@@ -157,7 +157,7 @@ async fn drive(machine: &mut RunMachine, cell: &mut WorkerProcess, host: &mut Ho
 
 fn pool() -> Arc<WorkerPool> {
     let command =
-        WorkerCommand::locate().expect("build the worker first: cargo build -p codemode-vm --bin codemode-worker");
+        WorkerCommand::locate().expect("build the worker first: cargo build -p codemode-worker --bin codemode-worker");
     let globals = GuestGlobals { tools: vec!["slow".into()], mcp: Vec::new(), ..GuestGlobals::default() };
     let pool = WorkerPool::new(PoolConfig {
         command,

@@ -104,7 +104,7 @@ const SHELL: &[&str] = &[
     "git log --oneline | head -5",
     "docker ps -a",
     "kubectl get pods -n default",
-    "cargo test -p codemode-vm",
+    "cargo test -p codemode-worker",
     "make -j4",
     "tar -xzf archive.tar.gz",
     "ssh user@host",

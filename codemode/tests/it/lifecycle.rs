@@ -1,7 +1,7 @@
 //! The run lifecycle of issue 14: required cells never park, the cap counts only runs with host work, a cancelled or
 //! aborted wait releases its run, a refused wait leaves it parked, a cell refused at its first dispatch leaves no
 //! broken worker behind, and timers survive a resume in another process.
-//! That `timeoutMs` is wall-clock time is proven without a clock by codemode-vm's `budget::` tests.
+//! That `timeoutMs` is wall-clock time is proven without a clock by codemode-worker's `budget::` tests.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 // The worker counts the guest's allocations, so that `memoryLimitBytes` holds.
 #[global_allocator]
-static ALLOCATOR: codemode::vm::worker::CountingAlloc = codemode::vm::worker::CountingAlloc;
+static ALLOCATOR: codemode::worker::CountingAlloc = codemode::worker::CountingAlloc;
 
 /// Runs the embedder's own tools (here: one that makes up a forecast for a city).
 struct Forecasts;
@@ -29,7 +29,7 @@ impl ToolHost for Forecasts {
 fn main() -> ExitCode {
     // First thing, before any thread or runtime exists: started as a worker, serve cells until the host hangs up.
     if std::env::args().nth(1).as_deref() == Some(WORKER_ARG) {
-        codemode::vm::worker::run_worker();
+        codemode::worker::run_worker();
     }
     let Some(config) = std::env::args().nth(1) else {
         eprintln!("usage: codemode-embed-gateway-example <gateway.toml>");

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 // The worker counts the guest's allocations, so that `memoryLimitBytes` holds.
 #[global_allocator]
-static ALLOCATOR: codemode::vm::worker::CountingAlloc = codemode::vm::worker::CountingAlloc;
+static ALLOCATOR: codemode::worker::CountingAlloc = codemode::worker::CountingAlloc;
 
 /// The argument this binary gets when the worker pool starts it as a worker.
 const WORKER_MARKER: &str = "__codemode_worker";
@@ -30,7 +30,7 @@ impl ToolHost for Host {
 fn main() -> ExitCode {
     // First thing, before any thread or runtime exists: started as a worker, serve cells until the host hangs up.
     if std::env::args().nth(1).as_deref() == Some(WORKER_MARKER) {
-        codemode::vm::worker::run_worker();
+        codemode::worker::run_worker();
     }
     let runtime = tokio::runtime::Runtime::new().expect("a Tokio runtime starts");
     if let Err(e) = runtime.block_on(run()) {

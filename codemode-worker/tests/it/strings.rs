@@ -85,7 +85,7 @@ pub(crate) fn on_engine_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send +
 pub(crate) fn boa_here(program: &str, install: bool) -> String {
     let mut context = Context::builder().instructions_remaining(1 << 40).build().expect("a context builds");
     if install {
-        codemode_vm::natives::install(&mut context).expect("install succeeds");
+        codemode_worker::natives::install(&mut context).expect("install succeeds");
     }
     match context.eval(Source::from_bytes(program)) {
         Ok(value) => {

@@ -17,20 +17,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use mimalloc::MiMalloc;
 
-use crate::confine::{ConfinementReport, Confiner, ENV_ADDRESS_SPACE};
-use crate::engine::{Engine, PreparedGlobals};
-use crate::protocol::{HostMessage, KeptGlobals, WorkerHello, WorkerMessage};
+use codemode_vm::confine::{ConfinementReport, ENV_ADDRESS_SPACE};
+use codemode_vm::protocol::{
+    ENV_INSTRUCTIONS, ENV_MEMORY, EXIT_MEMORY, HostMessage, KeptGlobals, WorkerHello, WorkerMessage,
+};
 
-/// Exit code of a worker that passed its memory limit.
-pub const EXIT_MEMORY: i32 = 86;
-/// Environment variable that holds the worker's memory limit in bytes.
-pub const ENV_MEMORY: &str = "CODEMODE_WORKER_MEMORY";
-/// Environment variable that holds a cell's engine instruction budget.
-pub const ENV_INSTRUCTIONS: &str = "CODEMODE_WORKER_INSTRUCTIONS";
-/// Environment variable the pool sets on every process it starts as a worker. A process that has it and starts a
-/// pool of its own did not call [`run_worker`] when started as a worker; the pool refuses instead of starting
-/// itself again and again.
-pub const ENV_ROLE: &str = "CODEMODE_WORKER_ROLE";
+use crate::confine::Confiner;
+use crate::engine::{Engine, PreparedGlobals};
+
 /// How long a worker lets the host take a result before it builds its next context.
 const NEXT_CONTEXT_DELAY_MS: i32 = 2;
 /// How long a context must wait for its cell for the worker to count as serving turns rather than a busy host.

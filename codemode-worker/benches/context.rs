@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use boa_engine::context::ContextBuilder;
 use boa_engine::{Script, Source};
 use codemode_bridge::Journal;
-use codemode_vm::engine::{Engine, PreparedGlobals, collect_output};
 use codemode_vm::protocol::{CellLimits, GuestApiFile, GuestGlobals, GuestNamespace, Start};
+use codemode_worker::engine::{Engine, PreparedGlobals, collect_output};
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
 
@@ -182,7 +182,7 @@ fn parts(c: &mut Criterion) {
         b.iter_batched(
             bare,
             |mut context| {
-                codemode_vm::natives::install(&mut context).expect("install");
+                codemode_worker::natives::install(&mut context).expect("install");
                 context
             },
             criterion::BatchSize::LargeInput,

@@ -65,7 +65,7 @@ fn the_real_worker_introduces_itself_first() {
 
 #[test]
 fn the_engine_of_this_workspace_has_append_strings() {
-    assert!(codemode_vm::worker::engine_has_append_strings());
+    assert!(codemode_worker::worker::engine_has_append_strings());
 }
 
 #[test]

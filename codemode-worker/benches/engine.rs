@@ -1,5 +1,5 @@
 //! Engine benchmarks: realistic model programs over 1 MB of log text and a 10,000-record JSON tool result,
-//! run in-process on a fresh Boa context with `codemode_vm::natives::install`. Not the worker or IPC path.
+//! run in-process on a fresh Boa context with `codemode_worker::natives::install`. Not the worker or IPC path.
 //! Targets (PERFORMANCE-NOTES.md): every workload within 2x of quickjs-wasi (`benches/node`), and the
 //! `split_replaceall_match` program under 100 ms. Set `CODEMODE_BENCH_BUILTIN=1` to also time Boa's own
 //! built-ins without `install` (slow: minutes).
@@ -41,7 +41,7 @@ fn context(install: bool) -> Context {
     let mut context =
         Context::builder().instructions_remaining(usize::MAX).build().expect("a default context always builds");
     if install {
-        codemode_vm::natives::install(&mut context).expect("install succeeds on a fresh context");
+        codemode_worker::natives::install(&mut context).expect("install succeeds on a fresh context");
     }
     context.eval(Source::from_bytes(SETUP)).expect("the setup script runs");
     context

@@ -20,9 +20,9 @@ use boa_engine::object::builtins::JsPromise;
 use boa_engine::{Context, JsError, JsNativeError, JsObject, JsResult, JsString, JsValue, Source, js_string};
 use codemode_bridge::{Round, Settlement, truncation_marker};
 
-use crate::protocol::{CellFailure, GuestGlobals, GuestOutcome, Start, WorkerMessage};
 pub use bridge::OutputSink;
 use bridge::{BridgeState, LazyGlobals, Shared};
+use codemode_vm::protocol::{CellFailure, GuestGlobals, GuestOutcome, Start, WorkerMessage};
 use encode::{EncodeError, Intrinsics};
 use hooks::{GuestHooks, Rejections, VirtualClock};
 

@@ -12,7 +12,7 @@ use super::strings::{boa_here, on_engine_thread};
 /// value and whether a call took the native path (the counter is per thread).
 fn run(program: &str) -> (String, bool) {
     let program = program.to_owned();
-    on_engine_thread(move || (boa_here(&program, true), codemode_vm::natives::pure_calls() > 0))
+    on_engine_thread(move || (boa_here(&program, true), codemode_worker::natives::pure_calls() > 0))
 }
 
 /// The program's completion value: the result's labels (and the array's, for a sort), the log, or the error's name.

@@ -20,7 +20,7 @@ use codemode_bridge::{
 use serde_json::Value;
 
 use super::encode::{self, EncodeError, Intrinsics};
-use crate::protocol::{CellFailure, CellLimits, GuestApiFile, Start};
+use codemode_vm::protocol::{CellFailure, CellLimits, GuestApiFile, Start};
 
 /// What natives serve the guest on first use, without a bridge request: the metadata of `catalog.all()`'s handles
 /// and the declaration files of `API.list` / `API.read`. Shared by every context of a worker.

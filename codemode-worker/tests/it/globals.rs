@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 
 use codemode_bridge::Journal;
 use codemode_catalog::globals::{GUEST_GLOBALS, STANDARD_GLOBALS};
-use codemode_vm::engine::{Engine, collect_output};
 use codemode_vm::protocol::{CellLimits, GuestGlobals, GuestOutcome, Start, WorkerMessage};
+use codemode_worker::engine::{Engine, collect_output};
 use serde_json::Value;
 
 /// The global object's own string keys after the run's globals (one tool, `probe_tool`) are installed, as a

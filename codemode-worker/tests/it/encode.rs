@@ -2,8 +2,8 @@
 //! every value `JSON.stringify` accepts, and marks only the offending part of the values it refuses.
 
 use codemode_bridge::Journal;
-use codemode_vm::engine::{Engine, collect_output};
 use codemode_vm::protocol::{CellLimits, GuestOutcome, Start, WorkerMessage};
+use codemode_worker::engine::{Engine, collect_output};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

@@ -3,9 +3,9 @@
 //! The computation is measured in instructions (it exhausts the old budget), not in time, so nothing here is timed.
 
 use codemode_bridge::Journal;
-use codemode_vm::engine::{Engine, collect_output};
 use codemode_vm::pool::instruction_budget;
 use codemode_vm::protocol::{CellFailure, CellLimits, GuestOutcome, Start, WorkerMessage};
+use codemode_worker::engine::{Engine, collect_output};
 use serde_json::json;
 
 /// The smallest `timeoutMs` the config accepts, where the old budget was 15 million instructions.

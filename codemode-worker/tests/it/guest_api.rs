@@ -2,10 +2,10 @@
 //! a bridge request, and a cell that ends with a rejection nothing handled fails.
 
 use codemode_bridge::Journal;
-use codemode_vm::engine::{Engine, collect_output};
 use codemode_vm::protocol::{
     CellFailure, CellLimits, GuestApiFile, GuestGlobals, GuestNamespace, GuestOutcome, Start, WorkerMessage,
 };
+use codemode_worker::engine::{Engine, collect_output};
 use serde_json::{Value, json};
 
 fn globals() -> GuestGlobals {
