@@ -92,7 +92,7 @@ fn main() {
         let dir = tempfile::tempdir().expect("temp dir");
         // `$CODEMODE_TEST_PG_URL`'s server, or a throwaway cluster the harness starts from the PostgreSQL 15
         // binaries; without either, the in-memory half runs alone.
-        let pg_url = match codemode_store_pg::harness::fresh_database().await {
+        let pg_url = match codemode_pg_harness::fresh_database().await {
             Ok(url) => Some(url),
             Err(e) => {
                 println!(

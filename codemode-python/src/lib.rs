@@ -384,7 +384,7 @@ impl Engine {
         let (tx, rx) = oneshot::channel();
         let engine = self.engine.clone();
         let mut options = ExecOptions::default();
-        options.idempotency_key = idempotency_key;
+        options.run.idempotency_key = idempotency_key;
         spawn_call(
             done,
             async move { engine.exec_until_with(input, RunScope::default(), &options, cancelled(rx)).await },

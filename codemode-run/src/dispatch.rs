@@ -467,23 +467,11 @@ fn not_replay_safe(tool: &str) -> String {
 
 /// Bytes of arguments an approval request shows.
 pub(crate) const APPROVAL_PREVIEW_BYTES: usize = 1024;
-/// Bytes of arguments a result's list of writes shows per write.
-pub(crate) const EFFECT_PREVIEW_BYTES: usize = 256;
 
 /// The arguments as JSON text, redacted with the engine's redactor and cut to `max` bytes (a cut preview ends with
 /// `…`; see [`codemode_telemetry::Redactor::preview`]).
 pub(crate) fn preview(redactor: &codemode_telemetry::Redactor, args: &Value, max: usize) -> String {
     redactor.preview(args, max)
-}
-
-/// `text` cut to `max` bytes on a character boundary, with `…` when cut.
-pub(crate) fn cut(text: String, max: usize) -> String {
-    if text.len() <= max {
-        return text;
-    }
-    let mut out = codemode_bridge::utf8_prefix(&text, max).to_owned();
-    out.push('…');
-    out
 }
 
 /// Puts a write-class call in the run's effect record as it is handed to the host: `uncertain` until the host
@@ -498,7 +486,7 @@ fn record_write(parts: &mut RunParts<'_>, id: u32, method: BridgeMethod, entry: 
             tool: entry.definition.host_name().into_owned(),
             call_id: codemode_telemetry::otel::tool_call_id(method.as_str(), id),
             status: EffectStatus::Uncertain,
-            preview: Preview::Captured(Captured::new(args, EFFECT_PREVIEW_BYTES)),
+            preview: Preview::Captured(Captured::new(args, crate::machine::EFFECT_PREVIEW_BYTES)),
         },
     );
 }

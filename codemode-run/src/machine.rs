@@ -23,6 +23,9 @@ use codemode_vm::pool::Death;
 use codemode_vm::protocol::{CellFailure, CellLimits, GuestOutcome, HostMessage, Start, StartGlobals, WorkerMessage};
 use serde_json::{Value, json};
 
+/// Bytes of arguments a result's list of writes shows per write.
+pub(crate) const EFFECT_PREVIEW_BYTES: usize = 256;
+
 /// A write-class call in the run's record. Its arguments stay captured, not redacted, until someone reads the
 /// record (a failed result's list of writes, a checkpoint), so a write no one inspects costs no redaction.
 #[derive(Debug)]
@@ -742,7 +745,7 @@ impl RunMachine {
             && approved
             && write
         {
-            let preview = crate::dispatch::cut(call.approval.preview, crate::dispatch::EFFECT_PREVIEW_BYTES);
+            let preview = codemode_telemetry::redact::cut(call.approval.preview, EFFECT_PREVIEW_BYTES);
             self.effects.insert(
                 id,
                 Effect {

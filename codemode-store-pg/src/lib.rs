@@ -12,8 +12,6 @@
 mod schema;
 mod url;
 
-pub mod harness;
-
 use async_trait::async_trait;
 use std::path::PathBuf;
 use std::sync::Arc;

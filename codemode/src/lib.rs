@@ -63,7 +63,7 @@ pub use codemode_catalog::{ExecutionMode, ToolDefinition, ToolSource};
 pub use codemode_config::{Decision, EffectClass, Limits, Policy};
 pub use codemode_run::RunScope;
 pub use codemode_snapshot::Keyring;
-pub use codemode_surface::ToolSpec;
+pub use codemode_surface::{Language, ToolSpec};
 pub use codemode_telemetry::{
     Activity, ActivityEvent, ActivityHook, ActivityLimits, CallEffect, CallRecord, CallStart, CallStatus, CellStart,
     InputKind, Redactor,
@@ -477,6 +477,66 @@ impl CodeModeBuilder {
 /// Bytes of journal all live runs of one engine hold together by default.
 pub const DEFAULT_HOST_JOURNAL_BYTES: u64 = 256 * 1024 * 1024;
 
+/// One `exec` cell as a typed value: what [`CodeMode::exec`] takes besides the model's JSON arguments (any
+/// `Into<serde_json::Value>`, so both are accepted). It becomes the JSON the model would have sent and is checked by
+/// the same rules: a blank title or program fails the cell with `invalid_input`.
+///
+/// ```
+/// let cell = codemode::Cell::new("Ping once", "return await ping({})").restart_safe(true);
+/// assert_eq!(serde_json::Value::from(cell)["restartSafe"], true);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cell {
+    title: String,
+    code: String,
+    language: codemode_surface::Language,
+    restart_safe: bool,
+    await_results: bool,
+}
+
+impl Cell {
+    /// A JavaScript cell with its purpose (`title`) and its program (`code`).
+    pub fn new(title: impl Into<String>, code: impl Into<String>) -> Cell {
+        Cell {
+            title: title.into(),
+            code: code.into(),
+            language: codemode_surface::Language::JavaScript,
+            restart_safe: false,
+            await_results: false,
+        }
+    }
+
+    /// Declares the program's language (TypeScript syntax is stripped either way).
+    pub fn language(mut self, language: codemode_surface::Language) -> Cell {
+        self.language = language;
+        self
+    }
+
+    /// `restartSafe`: the cell may be replayed after a restart; only replay-safe tools are callable in it.
+    pub fn restart_safe(mut self, restart_safe: bool) -> Cell {
+        self.restart_safe = restart_safe;
+        self
+    }
+
+    /// `awaitResults`: the call stays open until pending tool results settle instead of returning `waiting`.
+    pub fn await_results(mut self, await_results: bool) -> Cell {
+        self.await_results = await_results;
+        self
+    }
+}
+
+impl From<Cell> for serde_json::Value {
+    fn from(cell: Cell) -> serde_json::Value {
+        serde_json::json!({
+            "title": cell.title,
+            "code": cell.code,
+            "language": cell.language.as_str(),
+            "restartSafe": cell.restart_safe,
+            "awaitResults": cell.await_results,
+        })
+    }
+}
+
 /// Per-call options of [`CodeMode::exec_with`], [`CodeMode::wait_with`] and [`CodeMode::surface_with`].
 ///
 /// A call with its own tools, policy or client tools runs on a catalog of its own, without a new engine: the engine
@@ -501,23 +561,11 @@ pub struct ExecOptions {
     /// (`code` or `command`) the model populated and the rewrite blanked or made a non-string invalidates both, and
     /// the call fails closed (`invalid_input`) instead of running the other alias.
     pub rewritten_from: Option<serde_json::Value>,
-    /// Decides this call's approvals instead of the engine's approver (a gateway binds one to each request's peer).
-    pub approver: Option<Arc<dyn Approver>>,
-    /// Answers to the approvals a parked run waits for (`Waiting::pending_approvals`), by call id.
-    pub answers: Vec<(String, ApprovalDecision)>,
-    /// The `exec`'s idempotency key (a gateway reads `_meta["codemode/idempotencyKey"]`): an `exec` with a key the
-    /// store already accepted in the caller's scope returns that run's result, or its current state, instead of
-    /// running the program twice. Keys are kept for `snapshotTtlSeconds`.
-    pub idempotency_key: Option<String>,
-    /// Receives this call's activity events, besides the engine's hook ([`CodeModeBuilder::on_activity`]).
-    pub activity: Option<ActivityHook>,
-    /// Whether the result's JSON carries its `activity` (default: no, so the model's payload does not grow); the
-    /// library caller has it either way, through [`CodeModeResult::activity`].
-    pub activity_in_result: bool,
-    /// Whether each activity event of a `wait` restarts its wait budget (`maxWaitMs`): set it when the caller turns
-    /// the events of [`on_activity`](Self::on_activity) into progress notifications that keep its client's request
-    /// alive, so a wait lasts as long as the run's calls keep reporting.
-    pub progress_keeps_waiting: bool,
+    /// What the run takes from the call, as `codemode-run` reads it: the approver (in place of the engine's), the
+    /// answers to a parked run's pending approvals, the idempotency key, the activity hook, whether the result's JSON
+    /// carries its activity and whether activity keeps a `wait` waiting. Set through the methods below; the facade
+    /// fills in the title and a `wait`'s budget.
+    pub run: codemode_run::RunOptions,
 }
 
 impl std::fmt::Debug for ExecOptions {
@@ -527,12 +575,7 @@ impl std::fmt::Debug for ExecOptions {
             .field("tools", &self.tools)
             .field("policy", &self.policy)
             .field("rewritten_from", &self.rewritten_from)
-            .field("approver", &self.approver.is_some())
-            .field("answers", &self.answers)
-            .field("idempotency_key", &self.idempotency_key)
-            .field("activity", &self.activity.is_some())
-            .field("activity_in_result", &self.activity_in_result)
-            .field("progress_keeps_waiting", &self.progress_keeps_waiting)
+            .field("run", &self.run)
             .finish()
     }
 }
@@ -540,7 +583,7 @@ impl std::fmt::Debug for ExecOptions {
 impl ExecOptions {
     /// Options with an idempotency key for [`CodeMode::exec_with`].
     pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
-        self.idempotency_key = Some(key.into());
+        self.run.idempotency_key = Some(key.into());
         self
     }
 
@@ -575,7 +618,7 @@ impl ExecOptions {
 
     /// Options whose approvals this approver decides (for [`CodeMode::exec_with`] and [`CodeMode::wait_with`]).
     pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
-        self.approver = Some(approver);
+        self.run.approver = Some(approver);
         self
     }
 
@@ -583,40 +626,31 @@ impl ExecOptions {
     /// `Waiting::pending_approvals`. A [`CodeMode::wait_with`] applies them before the run goes on; a pending
     /// approval without an answer is asked again of the approver (or gets the policy's fallback without one).
     pub fn answers(mut self, answers: Vec<(String, ApprovalDecision)>) -> Self {
-        self.answers = answers;
+        self.run.answers = answers;
         self
     }
 
     /// Options whose activity events (`CallStarted`, `Progress`, `CallFinished`) go to `hook` as they happen.
     pub fn on_activity(mut self, hook: impl Fn(&ActivityEvent) + Send + Sync + 'static) -> Self {
-        self.activity = Some(Arc::new(hook));
+        self.run.activity = Some(Arc::new(hook));
         self
     }
 
     /// Options whose result's JSON carries its `activity` (for a person or a log, not the model).
     pub fn activity_in_result(mut self, yes: bool) -> Self {
-        self.activity_in_result = yes;
+        self.run.activity_in_json = yes;
         self
     }
 
     /// Options whose `wait`s restart their wait budget on each activity event (see
     /// [`progress_keeps_waiting`](Self::progress_keeps_waiting)).
     pub fn progress_keeps_waiting(mut self, yes: bool) -> Self {
-        self.progress_keeps_waiting = yes;
+        self.run.progress_keeps_waiting = yes;
         self
     }
 
     fn run_options(&self, title: Option<String>) -> codemode_run::RunOptions {
-        codemode_run::RunOptions {
-            approver: self.approver.clone(),
-            answers: self.answers.clone(),
-            title,
-            idempotency_key: self.idempotency_key.clone(),
-            activity: self.activity.clone(),
-            activity_in_json: self.activity_in_result,
-            max_wait_ms: None,
-            progress_keeps_waiting: self.progress_keeps_waiting,
-        }
+        codemode_run::RunOptions { title, max_wait_ms: None, ..self.run.clone() }
     }
 }
 
@@ -778,13 +812,19 @@ impl CodeMode {
         Ok(true)
     }
 
-    /// Runs one cell: `input` is exec's input object (`{title, code, ...}`).
-    pub async fn exec(&self, input: serde_json::Value, scope: RunScope) -> CodeModeResult {
+    /// Runs one cell: `input` is the model's `exec` arguments (`{title, code, ...}`) or a typed [`Cell`].
+    pub async fn exec(&self, input: impl Into<serde_json::Value>, scope: RunScope) -> CodeModeResult {
         self.exec_with(input, scope, &ExecOptions::default()).await
     }
 
     /// Runs one cell with per-call options: its own tools, policy and client tools make this cell's catalog.
-    pub async fn exec_with(&self, input: serde_json::Value, scope: RunScope, options: &ExecOptions) -> CodeModeResult {
+    pub async fn exec_with(
+        &self,
+        input: impl Into<serde_json::Value>,
+        scope: RunScope,
+        options: &ExecOptions,
+    ) -> CodeModeResult {
+        let input = input.into();
         let inner = match self.inner_for(options) {
             Ok(inner) => inner,
             Err(e) => return codemode_run::input_failure(&self.inner.get(), &scope, e.to_string()),
@@ -886,7 +926,7 @@ impl CodeMode {
     /// is `failed` with code `aborted`. A gateway passes the client's cancellation of the `exec` request.
     pub async fn exec_until(
         &self,
-        input: serde_json::Value,
+        input: impl Into<serde_json::Value>,
         scope: RunScope,
         cancelled: impl std::future::Future<Output = ()>,
     ) -> CodeModeResult {
@@ -896,7 +936,7 @@ impl CodeMode {
     /// [`exec_until`](Self::exec_until) with per-call options, as [`exec_with`](Self::exec_with) takes them.
     pub async fn exec_until_with(
         &self,
-        input: serde_json::Value,
+        input: impl Into<serde_json::Value>,
         scope: RunScope,
         options: &ExecOptions,
         cancelled: impl std::future::Future<Output = ()>,

@@ -1,6 +1,6 @@
 //! Workspace automation: `cargo xtask tidy` checks the layering of the crates (that only codemode-worker itself
-//! enables its `engine-api` feature, and that the host side, codemode-vm and every crate below it, reaches no Boa
-//! crate), a `//!` header on every Rust file, `[lints] workspace = true` in every crate,
+//! enables its `engine-api` feature, that the host side, codemode-vm and every crate below it, reaches no Boa crate,
+//! and that the test PostgreSQL is only a dev-dependency), a `//!` header on every Rust file, `[lints] workspace = true` in every crate,
 //! that every declared dependency is named in the crate's code and that ARCHITECTURE.md's "may depend on" column
 //! matches the manifests, that every crate depends on the hakari crate and that the examples' lock files pin the
 //! workspace's versions (`deps`); `cargo xtask bench-medians` prints the median of every criterion
@@ -25,6 +25,7 @@ mod perf;
 const LAYERS: &[(&str, u32)] = &[
     ("codemode-config", 0),
     ("codemode-telemetry", 0),
+    ("codemode-pg-harness", 0),
     ("codemode-catalog", 1),
     ("codemode-bridge", 2),
     ("codemode-source", 2),
@@ -55,6 +56,12 @@ const ENGINE_API: &str = "engine-api";
 
 /// The crate with the engine, and the engine's own crates: the executor's host side must reach none of them.
 const ENGINE_CRATES: &[&str] = &["codemode-worker", "boa_engine", "boa_gc", "boa_string"];
+/// The crates that are not published (`publish = false`): the Python package (PyPI's), the test PostgreSQL and this
+/// tool. Every other crate carries what crates.io needs.
+const UNPUBLISHED: &[&str] = &["codemode-python", "codemode-pg-harness", "xtask"];
+
+/// The throwaway PostgreSQL of the tests: only ever a dev-dependency.
+const TEST_ONLY: &str = "codemode-pg-harness";
 /// The executor's host side: with the crates it depends on, it must compile without an engine.
 const HOST_SIDE: &str = "codemode-vm";
 
@@ -227,6 +234,42 @@ fn check_host_side_has_no_engine(packages: &[serde_json::Value], problems: &mut 
     }
 }
 
+/// Every crate but [`UNPUBLISHED`] and the hakari crate can be published: a description, a license and a repository,
+/// no `publish = false`, and a version on each normal dependency on another workspace crate (cargo refuses a path
+/// without one). The unpublished ones say `publish = false`.
+fn check_publishable(packages: &[serde_json::Value], problems: &mut Vec<String>) {
+    for package in packages {
+        let name = package["name"].as_str().unwrap_or_default();
+        if name == HACK {
+            continue;
+        }
+        let unpublished = package["publish"].as_array().is_some_and(Vec::is_empty);
+        if UNPUBLISHED.contains(&name) {
+            if !unpublished {
+                problems.push(format!("{name} is not for crates.io: add `publish = false` to its manifest"));
+            }
+            continue;
+        }
+        if unpublished {
+            problems.push(format!("{name} says `publish = false`: every library crate and the binary are published"));
+        }
+        for field in ["description", "license", "repository"] {
+            if package[field].as_str().is_none_or(str::is_empty) {
+                problems.push(format!("{name} has no `{field}`: crates.io needs it (`{field}.workspace = true`)"));
+            }
+        }
+        let dependencies = package["dependencies"].as_array().into_iter().flatten();
+        for dep in dependencies.filter(|d| d["kind"].is_null() && d["path"].is_string()) {
+            if dep["req"] == "*" {
+                let dep_name = dep["name"].as_str().unwrap_or_default();
+                problems.push(format!(
+                    "{name} depends on {dep_name} by path without a version: give its workspace dependency one"
+                ));
+            }
+        }
+    }
+}
+
 fn tidy(root: &Path) -> anyhow::Result<Vec<String>> {
     let output = cargo()
         .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
@@ -243,6 +286,7 @@ fn tidy(root: &Path) -> anyhow::Result<Vec<String>> {
     deps::check_architecture_table(root, packages, &mut problems)?;
     deps::check_example_locks(root, &mut problems)?;
     check_host_side_has_no_engine(packages, &mut problems);
+    check_publishable(packages, &mut problems);
     for package in packages {
         let name = package["name"].as_str().unwrap_or_default();
         if name == HACK {
@@ -269,6 +313,10 @@ fn tidy(root: &Path) -> anyhow::Result<Vec<String>> {
             }
             if !dep["kind"].is_null() {
                 continue; // dev- and build-dependencies may point anywhere below the facade
+            }
+            if dep_name == TEST_ONLY {
+                problems.push(format!("{name} depends on {TEST_ONLY} as a normal dependency: it is for tests only"));
+                continue;
             }
             if dep_name == "codemode" || dep_name == "xtask" {
                 if !FACADE_USERS.contains(&name) || dep_name == "xtask" {

@@ -4,8 +4,9 @@
 
 use std::time::Duration;
 
+use codemode_pg_harness as harness;
 use codemode_snapshot::{Accepted, Claim, FleetBackend, RunChange, StoreError};
-use codemode_store_pg::{PgOptions, PgStore, SCHEMA_VERSION, harness};
+use codemode_store_pg::{PgOptions, PgStore, SCHEMA_VERSION};
 use serde_json::json;
 
 use crate::{checkpoint, owner, store};

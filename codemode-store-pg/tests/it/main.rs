@@ -9,8 +9,9 @@ mod sealed;
 use std::sync::Arc;
 
 use codemode_bridge::{Journal, OutputBudget, RequestDigest, Round, Settlement, SettlementValue, WaitReason};
+use codemode_pg_harness as harness;
 use codemode_snapshot::{Checkpoint, RunOwner, new_run_id};
-use codemode_store_pg::{PgOptions, PgStore, harness};
+use codemode_store_pg::{PgOptions, PgStore};
 
 /// A store on a fresh database.
 pub async fn store(options: PgOptions) -> (Arc<PgStore>, String) {

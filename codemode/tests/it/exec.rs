@@ -4,7 +4,7 @@ use std::sync::atomic::Ordering;
 
 use serde_json::json;
 
-use codemode::{CodeMode, Limits};
+use codemode::{Cell, CodeMode, Language, Limits, RunScope};
 
 use crate::support::{TestHost, engine, exec, failure, texts, tool, tools, value};
 
@@ -21,6 +21,21 @@ async fn returns_values_with_json_stringify_semantics() {
     assert_eq!(value(&r), json!({ "a": 1, "big": "5", "d": "1970-01-01T00:00:00.000Z", "self": "[Circular]" }));
     let r = exec(&engine, "return { toJSON() { return 'custom' } }").await;
     assert_eq!(value(&r), json!("custom"));
+}
+
+#[tokio::test]
+async fn a_typed_cell_runs_as_its_json_does_and_is_checked_by_the_same_rules() {
+    let (engine, _) = engine();
+    let typed = Cell::new("Add twice", "const a: number = await add({a: 2, b: 3}); return a * 2")
+        .language(Language::TypeScript)
+        .await_results(true);
+    let r = engine.exec(typed, RunScope::default()).await;
+    assert_eq!(value(&r), json!(10));
+    let r = engine.exec(Cell::new("   ", "return 1"), RunScope::default()).await;
+    let (kind, error) = failure(&r);
+    let json = engine.exec(json!({ "title": "   ", "code": "return 1" }), RunScope::default()).await;
+    assert_eq!((kind.as_str(), error), (failure(&json).0.as_str(), failure(&json).1), "the same refusal as JSON's");
+    assert_eq!(kind, "invalid_input");
 }
 
 #[tokio::test]

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use codemode_store_pg::harness;
+use codemode_pg_harness as harness;
 use serde_json::Value;
 use sha2::Digest as _;
 

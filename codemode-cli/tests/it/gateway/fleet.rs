@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use codemode_store_pg::harness;
+use codemode_pg_harness as harness;
 use jsonwebtoken::Algorithm;
 use rmcp::RoleClient;
 use rmcp::ServiceExt;

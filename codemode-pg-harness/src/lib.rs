@@ -1,8 +1,10 @@
-//! A throwaway PostgreSQL for tests and benchmarks: the server `$CODEMODE_TEST_PG_URL` names, or else a cluster
-//! of this process's own (`initdb` into a temp folder, `pg_ctl start` on a free loopback port with its socket in
-//! that folder), stopped and deleted when the process exits. Each caller gets a fresh database.
+//! A throwaway PostgreSQL for the tests and benchmarks of the fleet store and the gateway: the server
+//! `$CODEMODE_TEST_PG_URL` names, or else a cluster of this process's own (`initdb` into a temp folder, `pg_ctl start`
+//! on a free loopback port with its socket in that folder), stopped and deleted when the process exits. Each caller
+//! gets a fresh database; `run_row`, `expire_lease` and `expire_run` read and age the store's rows by SQL.
 //!
-//! Not for production: the cluster trusts every local connection. As root, the server runs as the `postgres` user
+//! Only ever a dev-dependency (`cargo xtask tidy` checks it), so no production build carries it: the cluster trusts
+//! every local connection. As root, the server runs as the `postgres` user
 //! (PostgreSQL refuses root), which owns the folder.
 
 use std::path::{Path, PathBuf};
