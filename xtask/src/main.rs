@@ -1,6 +1,6 @@
 //! Workspace automation: `cargo xtask tidy` checks the layering of the crates (that only codemode-worker itself
 //! enables its `engine-api` feature, that the host side, codemode-vm and every crate below it, reaches no Boa crate,
-//! and that the test PostgreSQL is only a dev-dependency), a `//!` header on every Rust file, `[lints] workspace = true` in every crate,
+//! and that the test-only crates are only dev-dependencies), a `//!` header on every Rust file, `[lints] workspace = true` in every crate,
 //! that every declared dependency is named in the crate's code and that ARCHITECTURE.md's "may depend on" column
 //! matches the manifests, that every crate depends on the hakari crate and that the examples' lock files pin the
 //! workspace's versions (`deps`); `cargo xtask bench-medians` prints the median of every criterion
@@ -26,6 +26,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("codemode-config", 0),
     ("codemode-telemetry", 0),
     ("codemode-pg-harness", 0),
+    ("codemode-store-conformance", 4),
     ("codemode-catalog", 1),
     ("codemode-bridge", 2),
     ("codemode-source", 2),
@@ -58,10 +59,11 @@ const ENGINE_API: &str = "engine-api";
 const ENGINE_CRATES: &[&str] = &["codemode-worker", "boa_engine", "boa_gc", "boa_string"];
 /// The crates that are not published (`publish = false`): the Python package (PyPI's), the test PostgreSQL and this
 /// tool. Every other crate carries what crates.io needs.
-const UNPUBLISHED: &[&str] = &["codemode-python", "codemode-pg-harness", "xtask"];
+const UNPUBLISHED: &[&str] = &["codemode-python", "codemode-pg-harness", "codemode-store-conformance", "xtask"];
 
-/// The throwaway PostgreSQL of the tests: only ever a dev-dependency.
-const TEST_ONLY: &str = "codemode-pg-harness";
+/// The crates for tests only (the throwaway PostgreSQL, the fleet backends' shared suite): only ever
+/// dev-dependencies.
+const TEST_ONLY: &[&str] = &["codemode-pg-harness", "codemode-store-conformance"];
 /// The executor's host side: with the crates it depends on, it must compile without an engine.
 const HOST_SIDE: &str = "codemode-vm";
 
@@ -314,8 +316,8 @@ fn tidy(root: &Path) -> anyhow::Result<Vec<String>> {
             if !dep["kind"].is_null() {
                 continue; // dev- and build-dependencies may point anywhere below the facade
             }
-            if dep_name == TEST_ONLY {
-                problems.push(format!("{name} depends on {TEST_ONLY} as a normal dependency: it is for tests only"));
+            if TEST_ONLY.contains(&dep_name) {
+                problems.push(format!("{name} depends on {dep_name} as a normal dependency: it is for tests only"));
                 continue;
             }
             if dep_name == "codemode" || dep_name == "xtask" {

@@ -1,8 +1,9 @@
 //! Integration tests of codemode-snapshot: the run store (cap, TTL, scoping, one resume in flight, persistence
 //! across stores sharing a directory), checkpoints (wire form, size), the session store's bounds, and state at rest
-//! (file modes, sealing with state keys).
+//! (file modes, sealing with state keys), and the fleet backends' shared suite on the memory and directory backends.
 
 mod checkpoint;
+mod conformance;
 mod persistence;
 mod seal;
 mod session;

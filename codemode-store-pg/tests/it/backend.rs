@@ -1,13 +1,13 @@
-//! The backend on its own: compare-and-set on the generation, leases, TTL sweep, NOTIFY wake-ups, migrations under
-//! concurrent start, session values, result references and idempotency keys. Time is the `now_ms` each call is
-//! given, never the wall clock.
+//! The backend on its own, where a shared backend differs from a local one: claims by named replicas with timed
+//! leases, the sweep of a run whose holder died, NOTIFY wake-ups across replicas and migrations under concurrent
+//! start. What every backend shares is codemode-store-conformance's suite (`main.rs`). Time is the `now_ms` each
+//! call is given, never the wall clock.
 
 use std::time::Duration;
 
 use codemode_pg_harness as harness;
-use codemode_snapshot::{Accepted, Claim, FleetBackend, RunChange, StoreError};
+use codemode_snapshot::{Claim, FleetBackend, RunChange, StoreError};
 use codemode_store_pg::{PgOptions, PgStore, SCHEMA_VERSION};
-use serde_json::json;
 
 use crate::{checkpoint, owner, store};
 
@@ -99,19 +99,6 @@ async fn the_sweep_deletes_expired_runs_but_not_one_being_resumed() {
     assert!(store.get(&late.run_id).await.unwrap().is_none(), "and the claim deleted it");
 }
 
-#[tokio::test]
-async fn the_scope_index_lists_each_scope_s_runs() {
-    let (store, _) = store(options()).await;
-    let mine = checkpoint(owner("alice"), 1, T + 60_000);
-    let theirs = checkpoint(owner("bob"), 1, T + 60_000);
-    store.put(&mine, 0, "a", "principal:alice").await.unwrap();
-    store.put(&theirs, 0, "a", "principal:bob").await.unwrap();
-    assert_eq!(store.list(Some("principal:alice")).await.unwrap(), vec![mine.run_id.clone()]);
-    assert_eq!(store.list(Some("principal:bob")).await.unwrap(), vec![theirs.run_id.clone()]);
-    assert!(store.list(Some("principal:carol")).await.unwrap().is_empty());
-    assert_eq!(store.list(None).await.unwrap().len(), 2);
-}
-
 /// The next change, or a panic naming what was awaited: a guard against a hang, not a timed assertion.
 async fn next(changes: &mut tokio::sync::broadcast::Receiver<RunChange>) -> RunChange {
     tokio::time::timeout(Duration::from_secs(60), changes.recv())
@@ -182,57 +169,4 @@ async fn futures_join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
     })
     .await;
     outputs.into_iter().map(|o| o.expect("every future finished")).collect()
-}
-
-#[tokio::test]
-async fn session_values_keep_their_key_order_and_bounds() {
-    let (store, _) = store(options()).await;
-    let value = json!({"b": 1, "a": [2, {"z": null, "y": "é"}]});
-    store.session_put("s", "k1", &value, 2).await.unwrap();
-    store.session_put("s", "k2", &json!(2), 2).await.unwrap();
-    let back = store.session_get("s", "k1").await.unwrap().unwrap();
-    assert_eq!(serde_json::to_string(&back).unwrap(), serde_json::to_string(&value).unwrap(), "keys in order");
-    // A third key is over the bound of 2; overwriting one is not.
-    let err = store.session_put("s", "k3", &json!(3), 2).await.unwrap_err();
-    assert!(matches!(err, StoreError::TooManyKeys { max: 2 }), "{err}");
-    store.session_put("s", "k1", &json!("new"), 2).await.unwrap();
-    assert_eq!(store.session_keys("s").await.unwrap(), vec!["k1", "k2"]);
-    assert_eq!(store.session_get("other", "k1").await.unwrap(), None, "sessions are apart");
-    assert!(store.session_remove("s", "k1").await.unwrap());
-    assert!(!store.session_remove("s", "k1").await.unwrap());
-    store.session_clear("s").await.unwrap();
-    assert!(store.session_keys("s").await.unwrap().is_empty());
-}
-
-#[tokio::test]
-async fn result_references_evict_the_oldest_past_the_byte_bound() {
-    let (store, _) = store(options()).await;
-    let big = json!({"rows": "x".repeat(100)});
-    let len = serde_json::to_string(&big).unwrap().len();
-    for id in ["r1", "r2", "r3"] {
-        store.result_put("s", id, &big, 2 * len).await.unwrap();
-    }
-    assert_eq!(store.result_get("s", "r1").await.unwrap(), None, "evicted");
-    assert_eq!(store.result_get("s", "r2").await.unwrap(), Some(big.clone()));
-    assert_eq!(store.result_get("s", "r3").await.unwrap(), Some(big));
-    assert_eq!(store.result_get("t", "r3").await.unwrap(), None, "per session");
-}
-
-#[tokio::test]
-async fn an_idempotency_key_is_accepted_once_and_then_answers_with_its_run() {
-    let (store, _) = store(options()).await;
-    assert_eq!(store.idempotency_accept("s", "k", "cm_1", T + 1000).await.unwrap(), Accepted::New);
-    assert_eq!(
-        store.idempotency_accept("s", "k", "cm_2", T + 1000).await.unwrap(),
-        Accepted::Existing { run_id: "cm_1".into(), result: None }
-    );
-    assert_eq!(store.idempotency_accept("other scope", "k", "cm_3", T + 1000).await.unwrap(), Accepted::New);
-    store.idempotency_finish("s", "k", &json!({"status": "completed"})).await.unwrap();
-    assert_eq!(
-        store.idempotency_accept("s", "k", "cm_4", T + 1000).await.unwrap(),
-        Accepted::Existing { run_id: "cm_1".into(), result: Some(json!({"status": "completed"})) }
-    );
-    // Past its TTL the key is swept and free again.
-    store.sweep(T + 1000).await.unwrap();
-    assert_eq!(store.idempotency_accept("s", "k", "cm_5", T + 2000).await.unwrap(), Accepted::New);
 }
