@@ -24,7 +24,7 @@ pub const DEFAULT_LEASE_MS: u64 = 30_000;
 /// How many run changes a subscriber may fall behind before it misses some (it then sees `Lagged` and rechecks).
 const CHANGES_CAPACITY: usize = 1024;
 
-/// What [`FleetBackend::claim`] found.
+/// What [`FleetRuns::claim`] found.
 #[derive(Debug)]
 pub enum Claim {
     /// The run is now held by the claimer until it parks, finishes or releases it, or the lease expires.
@@ -63,12 +63,13 @@ pub enum Accepted {
     },
 }
 
-/// The run store's durable, shared side.
+/// The runs of a fleet: parked checkpoints with compare-and-set on their generation, claims with a lease, TTL
+/// expiry by a sweep, a scope index and wake-ups.
 ///
 /// Run ids passed in are already validated (`cm_<uuid>`). `scope` is the string that decides who may see a run: the
-/// session today, or an authenticated principal; [`FleetBackend::list`] reads it back.
+/// session today, or an authenticated principal; [`FleetRuns::list`] reads it back.
 #[async_trait]
-pub trait FleetBackend: Send + Sync + 'static {
+pub trait FleetRuns: Send + Sync + 'static {
     /// How long a claim lasts without renewal (ms); `None` when a claim lasts as long as the claiming process (a
     /// backend that only one machine shares).
     fn lease_ms(&self) -> Option<u64>;
@@ -132,7 +133,7 @@ pub trait FleetBackend: Send + Sync + 'static {
     /// The backend could not be reached.
     async fn finish(&self, run_id: &str, holder: &str) -> Result<bool, StoreError>;
 
-    /// [`FleetBackend::finish`] from a place that cannot wait (a dropped guard): done at once or in a task.
+    /// [`FleetRuns::finish`] from a place that cannot wait (a dropped guard): done at once or in a task.
     fn finish_detached(&self, run_id: String, holder: String);
 
     /// Deletes a run past its TTL from a place that cannot wait: done at once or in a task; a failure is harmless
@@ -163,7 +164,11 @@ pub trait FleetBackend: Send + Sync + 'static {
     /// Wake-ups: every run parked again, finished, aborted or expired, by this process or (for a shared backend)
     /// any other.
     fn subscribe(&self) -> broadcast::Receiver<RunChange>;
+}
 
+/// A fleet's session values (`store`/`load`), per session, in the order their keys were first stored.
+#[async_trait]
+pub trait FleetSessions: Send + Sync + 'static {
     /// The value under `key` in `session`.
     ///
     /// # Errors
@@ -198,7 +203,11 @@ pub trait FleetBackend: Send + Sync + 'static {
     ///
     /// The backend could not write it.
     async fn session_clear(&self, session: &str) -> Result<(), StoreError>;
+}
 
+/// A fleet's result references (`results.load`): oversized final values kept per session, oldest evicted first.
+#[async_trait]
+pub trait FleetResults: Send + Sync + 'static {
     /// Keeps an oversized final value of `session` for `results.load(id)`, evicting that session's oldest values
     /// past 64 entries or `max_bytes`.
     ///
@@ -207,13 +216,17 @@ pub trait FleetBackend: Send + Sync + 'static {
     /// The backend could not write it.
     async fn result_put(&self, session: &str, id: &str, value: &Value, max_bytes: usize) -> Result<(), StoreError>;
 
-    /// A value kept by [`FleetBackend::result_put`], if the session still holds it.
+    /// A value kept by [`FleetResults::result_put`], if the session still holds it.
     ///
     /// # Errors
     ///
     /// The backend could not read it.
     async fn result_get(&self, session: &str, id: &str) -> Result<Option<Value>, StoreError>;
+}
 
+/// A fleet's idempotency keys: which run an `exec` with a key started, and its final result once it ended.
+#[async_trait]
+pub trait FleetIdempotency: Send + Sync + 'static {
     /// Records that an exec with idempotency `key` in `scope` starts `run_id`, unless the key was accepted before
     /// (then the earlier run is returned). The key is kept until `expires_at_ms`.
     ///
@@ -235,6 +248,13 @@ pub trait FleetBackend: Send + Sync + 'static {
     /// The backend could not be reached.
     async fn idempotency_finish(&self, scope: &str, key: &str, result: &Value) -> Result<(), StoreError>;
 }
+
+/// The run store's durable, shared side: runs, session values, result references and idempotency keys, each its
+/// own trait so that a backend is written and tested one concern at a time (codemode-store-conformance's suite
+/// checks all four). Every type with the four is one.
+pub trait FleetBackend: FleetRuns + FleetSessions + FleetResults + FleetIdempotency {}
+
+impl<T: FleetRuns + FleetSessions + FleetResults + FleetIdempotency> FleetBackend for T {}
 
 /// Result references kept per session: `(id, value, bytes)`, oldest first.
 type Results = HashMap<String, VecDeque<(String, Value, usize)>>;
@@ -350,7 +370,7 @@ impl LocalFleet {
 }
 
 #[async_trait]
-impl FleetBackend for LocalFleet {
+impl FleetRuns for LocalFleet {
     fn lease_ms(&self) -> Option<u64> {
         None
     }
@@ -485,7 +505,10 @@ impl FleetBackend for LocalFleet {
     fn subscribe(&self) -> broadcast::Receiver<RunChange> {
         self.changes.subscribe()
     }
+}
 
+#[async_trait]
+impl FleetSessions for LocalFleet {
     async fn session_get(&self, session: &str, key: &str) -> Result<Option<Value>, StoreError> {
         Ok(self.sessions.load_session(session)?.remove(key))
     }
@@ -515,7 +538,10 @@ impl FleetBackend for LocalFleet {
         let _state = self.lock();
         self.sessions.save_session(session, &serde_json::Map::new())
     }
+}
 
+#[async_trait]
+impl FleetResults for LocalFleet {
     async fn result_put(&self, session: &str, id: &str, value: &Value, max_bytes: usize) -> Result<(), StoreError> {
         let bytes = codemode_bridge::json_len(value);
         let mut state = self.lock();
@@ -533,7 +559,10 @@ impl FleetBackend for LocalFleet {
         let state = self.lock();
         Ok(state.results.get(session).and_then(|e| e.iter().find(|(i, _, _)| i == id)).map(|(_, v, _)| v.clone()))
     }
+}
 
+#[async_trait]
+impl FleetIdempotency for LocalFleet {
     async fn idempotency_accept(
         &self,
         scope: &str,

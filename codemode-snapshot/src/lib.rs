@@ -26,7 +26,10 @@ pub use checkpoint::{
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::StoreError;
-pub use fleet::{Accepted, Claim, DEFAULT_LEASE_MS, FleetBackend, LocalFleet, MAX_RESULTS_PER_SESSION, RunChange};
+pub use fleet::{
+    Accepted, Claim, DEFAULT_LEASE_MS, FleetBackend, FleetIdempotency, FleetResults, FleetRuns, FleetSessions,
+    LocalFleet, MAX_RESULTS_PER_SESSION, RunChange,
+};
 pub use seal::{KeyError, Keyring, SealError};
 pub use session::{SessionLimits, SessionStore};
 pub use store::{AbortOutcome, DEFAULT_MAX_SUSPENDED_RUNS, Expired, ParkReceipt, Resumed, RunStore, Slot};

@@ -18,7 +18,8 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use codemode_snapshot::{
-    Accepted, Checkpoint, Claim, FleetBackend, Keyring, MAX_RESULTS_PER_SESSION, RunChange, StoreError, seal,
+    Accepted, Checkpoint, Claim, FleetIdempotency, FleetResults, FleetRuns, FleetSessions, Keyring,
+    MAX_RESULTS_PER_SESSION, RunChange, StoreError, seal,
 };
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use serde_json::Value;
@@ -292,7 +293,7 @@ fn parse_change(payload: &str) -> Option<RunChange> {
 }
 
 #[async_trait]
-impl FleetBackend for PgStore {
+impl FleetRuns for PgStore {
     fn lease_ms(&self) -> Option<u64> {
         Some(self.options.lease_ms)
     }
@@ -504,7 +505,10 @@ impl FleetBackend for PgStore {
     fn subscribe(&self) -> broadcast::Receiver<RunChange> {
         self.changes.subscribe()
     }
+}
 
+#[async_trait]
+impl FleetSessions for PgStore {
     async fn session_get(&self, session: &str, key: &str) -> Result<Option<Value>, StoreError> {
         let rows = self
             .query(
@@ -564,7 +568,10 @@ impl FleetBackend for PgStore {
             .await
             .map(drop)
     }
+}
 
+#[async_trait]
+impl FleetResults for PgStore {
     async fn result_put(&self, session: &str, id: &str, value: &Value, max_bytes: usize) -> Result<(), StoreError> {
         let text = to_text(self.options.keys.as_deref(), &format!("{session}/{id}"), value);
         let bytes = i64::try_from(text.len()).unwrap_or(i64::MAX);
@@ -601,7 +608,10 @@ impl FleetBackend for PgStore {
         let keys = self.options.keys.as_deref();
         rows.first().map(|r| from_text(keys, &name, "a saved result", &row, r.get::<_, &str>(0))).transpose()
     }
+}
 
+#[async_trait]
+impl FleetIdempotency for PgStore {
     async fn idempotency_accept(
         &self,
         scope: &str,

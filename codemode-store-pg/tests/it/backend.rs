@@ -6,10 +6,11 @@
 use std::time::Duration;
 
 use codemode_pg_harness as harness;
-use codemode_snapshot::{Claim, FleetBackend, RunChange, StoreError};
+use codemode_snapshot::{Claim, RunChange, StoreError};
 use codemode_store_pg::{PgOptions, PgStore, SCHEMA_VERSION};
 
 use crate::{checkpoint, owner, store};
+use codemode_snapshot::FleetRuns;
 
 const T: u64 = 1_800_000_000_000;
 const LEASE: u64 = 10_000;

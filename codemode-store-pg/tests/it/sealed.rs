@@ -5,11 +5,12 @@
 
 use std::sync::Arc;
 
-use codemode_snapshot::{Accepted, Claim, FleetBackend, Keyring, StoreError};
+use codemode_snapshot::{Accepted, Claim, Keyring, StoreError};
 use codemode_store_pg::{PgOptions, PgStore};
 use serde_json::json;
 
 use crate::{checkpoint, owner, store};
+use codemode_snapshot::{FleetIdempotency, FleetResults, FleetRuns, FleetSessions};
 
 const T: u64 = 1_800_000_000_000;
 const K1: &str = "k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
