@@ -1,8 +1,9 @@
-//! The fleet backend: the one async interface every run store speaks, whether its runs live in this process, in a
-//! `--state` folder or in a database several gateway replicas share. It has what a fleet needs: compare-and-set on
-//! a run's generation, a claim with a lease, TTL expiry by a sweep, a scope index and a wake-up when a run changes;
-//! and the session values (`store`/`load`), result references (`results.load`) and idempotency keys that must not be
-//! local to one replica.
+//! The fleet backend: the async interface every run store speaks, whether its runs live in this process, in a
+//! `--state` folder or in a database several gateway replicas share, as four traits that [`FleetBackend`] joins:
+//! [`FleetRuns`] (compare-and-set on a run's generation, a claim with a lease, TTL expiry by a sweep, a scope index
+//! and a wake-up when a run changes), and the session values (`store`/`load`, [`FleetSessions`]), result references
+//! (`results.load`, [`FleetResults`]) and idempotency keys ([`FleetIdempotency`]) that must not be local to one
+//! replica.
 //!
 //! [`LocalFleet`] is the implementation over this crate's synchronous backends (memory, directory). Invariant of
 //! every implementation: a stale writer never overwrites a newer park (`put` checks the generation it claimed), and
