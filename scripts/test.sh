@@ -44,6 +44,8 @@ cargo test --workspace --exclude codemode-worker --no-run
 hack="patch.crates-io.workspace-hack.path=\"$PWD/workspace-hack\""
 step build the examples
 for example in embed embed-gateway; do
+  # examples/embed builds against crates.io's Boa, which the workspace's own build never downloads.
+  cargo fetch --config "$hack" --manifest-path "examples/$example/Cargo.toml"
   CARGO_TARGET_DIR="$PWD/target" cargo build --offline --config "$hack" --manifest-path "examples/$example/Cargo.toml"
 done
 # A throwaway PostgreSQL for the fleet tests (codemode-store-pg, the gateway's --store), stopped when this script
@@ -67,3 +69,7 @@ cargo test --workspace --exclude codemode-worker --no-fail-fast || failed=1
 # environment, then its pytest suite and stubtest.
 step the Python package
 CODEMODE_PY_WORKER=target/debug/codemode-worker scripts/python.sh
+# The build against crates.io's Boa (no `[patch.crates-io]`, no `patched-boa`): the worker's suite on it, then the
+# other suites again with its worker.
+step "the build against crates.io's Boa"
+scripts/vanilla.sh

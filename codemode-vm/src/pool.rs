@@ -52,17 +52,19 @@ pub fn instruction_budget(timeout_ms: u64) -> u64 {
 
 /// How to provide a worker, quoted by [`PoolError::NotFound`].
 const HOW_TO_PROVIDE_A_WORKER: &str = "provide one of: (1) set $CODEMODE_WORKER to a `codemode-worker` binary (built \
-    with `cargo build -p codemode-worker --bin codemode-worker` in the codemode checkout); (2) put `codemode-worker` \
-    beside this executable; (3) make this binary its own worker: call `codemode::worker::run_worker()` first \
-    thing in `main` when it is started with a marker argument, and pass \
+    with `cargo build -p codemode-worker --features patched-boa --bin codemode-worker` in the codemode checkout); \
+    (2) put `codemode-worker` beside this executable; (3) make this binary its own worker: call \
+    `codemode::worker::run_worker()` first thing in `main` when it is started with a marker argument, and pass \
     `CodeModeBuilder::worker(WorkerCommand::current_exe(&[\"<marker>\"])?)` (README, \"The worker executable\")";
 
-/// The `[patch.crates-io]` line that gives an embedder's build the patched `boa_string` this crate was built from,
-/// quoted by [`PoolError::SlowStrings`]: the path is this checkout's `vendor/boa_string`.
-pub fn boa_string_patch_line() -> String {
-    let vendor = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../vendor/boa_string");
+/// The `[patch.crates-io]` lines that give an embedder's build the patched Boa crates this checkout vendors, quoted
+/// by [`PoolError::SlowEngine`].
+pub fn boa_patch_lines() -> String {
+    let vendor = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../vendor");
     let vendor = vendor.canonicalize().unwrap_or(vendor);
-    format!("boa_string = {{ path = \"{}\" }}", vendor.display())
+    ["boa_string", "boa_engine"]
+        .map(|name| format!("{name} = {{ path = \"{}\" }}", vendor.join(name).display()))
+        .join("; ")
 }
 
 /// Errors of the worker pool.
@@ -126,18 +128,20 @@ pub enum PoolError {
         /// This host's version ([`PROTOCOL_VERSION`]).
         host_protocol: u32,
     },
-    /// The worker's engine lacks append strings and the embedder did not allow the slower engine.
+    /// The worker's engine lacks a fast path and the embedder required them all.
     #[error(
-        "the code mode worker {worker} was built with crates.io's boa_string, without codemode's append strings \
-         (`s += x` in a loop copies the whole string every time): add `{patch_line}` under `[patch.crates-io]` in \
-         the Cargo.toml at the root of your workspace, or allow the slower engine with \
-         `CodeModeBuilder::allow_slow_strings(true)`"
+        "the code mode worker {worker} lacks {missing} (it was built against crates.io's Boa, or without the \
+         `patched-boa` feature): add `{patch_lines}` under `[patch.crates-io]` in the Cargo.toml at the root of \
+         your workspace and enable codemode's `patched-boa` feature, or accept the slower engine with \
+         `CodeModeBuilder::require_fast_paths(false)`"
     )]
-    SlowStrings {
+    SlowEngine {
         /// The worker command.
         worker: String,
-        /// The line to add, from [`boa_string_patch_line`].
-        patch_line: String,
+        /// The fast paths it lacks, from [`FastPaths::missing`](crate::protocol::FastPaths::missing).
+        missing: String,
+        /// The lines to add, from [`boa_patch_lines`].
+        patch_lines: String,
     },
 }
 
@@ -219,8 +223,8 @@ pub struct PoolConfig {
     pub globals: Option<Arc<GuestGlobals>>,
     /// How each worker confines itself before it runs anything (default [`Confinement::Required`]).
     pub confinement: Confinement,
-    /// Accept workers whose engine lacks append strings (see [`PoolError::SlowStrings`]).
-    pub allow_slow_strings: bool,
+    /// Refuse workers whose engine lacks a fast path (see [`PoolError::SlowEngine`]).
+    pub require_fast_paths: bool,
     /// How many cells of this pool's workers compute at once (shared with the engine's other pools); `None`: no
     /// limit, every cell computes as soon as it starts.
     pub admission: Option<Arc<Admission>>,
@@ -450,7 +454,7 @@ impl WorkerPool {
     /// # Errors
     ///
     /// [`PoolError::StartedAsWorker`] in a process the pool started as a worker, [`PoolError::Spawn`] when the
-    /// command cannot start, [`PoolError::NoHello`], [`PoolError::Protocol`] or [`PoolError::SlowStrings`] when
+    /// command cannot start, [`PoolError::NoHello`], [`PoolError::Protocol`] or [`PoolError::SlowEngine`] when
     /// its hello is missing or refused.
     pub fn check(&self) -> Result<WorkerHello, PoolError> {
         if std::env::var_os(ENV_ROLE).is_some() {
@@ -495,7 +499,7 @@ impl WorkerPool {
             };
             return Err(PoolError::NoHello { worker, reason });
         }
-        read_hello(&line, &worker, self.config.allow_slow_strings)
+        read_hello(&line, &worker, self.config.require_fast_paths)
     }
 
     /// Starts workers until `warm` are idle.
@@ -685,7 +689,7 @@ impl WorkerPool {
         Ok(WorkerProcess {
             child,
             worker: command.display().into(),
-            allow_slow_strings: self.config.allow_slow_strings,
+            require_fast_paths: self.config.require_fast_paths,
             greeted: false,
             stdin,
             configuring,
@@ -725,7 +729,7 @@ fn wait_readable(fd: std::os::fd::RawFd, limit: Duration) -> bool {
     }
 }
 
-fn read_hello(line: &str, worker: &str, allow_slow_strings: bool) -> Result<WorkerHello, PoolError> {
+fn read_hello(line: &str, worker: &str, require_fast_paths: bool) -> Result<WorkerHello, PoolError> {
     let no_hello = |reason: String| PoolError::NoHello { worker: worker.to_owned(), reason };
     let excerpt = || {
         let line = line.trim_end();
@@ -752,8 +756,13 @@ fn read_hello(line: &str, worker: &str, allow_slow_strings: bool) -> Result<Work
         Ok(_) => return Err(no_hello(format!("its first message is not a hello: {}", excerpt()))),
         Err(e) => return Err(no_hello(format!("its hello is malformed ({e}): {}", excerpt()))),
     };
-    if !hello.append_strings && !allow_slow_strings {
-        return Err(PoolError::SlowStrings { worker: worker.to_owned(), patch_line: boa_string_patch_line() });
+    let missing = hello.fast_paths.missing();
+    if require_fast_paths && !missing.is_empty() {
+        return Err(PoolError::SlowEngine {
+            worker: worker.to_owned(),
+            missing: missing.join(" and "),
+            patch_lines: boa_patch_lines(),
+        });
     }
     Ok(hello)
 }
@@ -845,7 +854,7 @@ pub struct WorkerProcess {
     child: Child,
     /// The command that started it, for error messages.
     worker: Arc<str>,
-    allow_slow_strings: bool,
+    require_fast_paths: bool,
     /// Whether its hello was read and accepted.
     greeted: bool,
     /// `None` while the `Configure` message is being written, or after that write failed.
@@ -958,7 +967,7 @@ impl WorkerProcess {
                     reason: format!("it ended before writing a line: {}", death.message()),
                 }),
             },
-            Ok(_) => read_hello(&self.line, &self.worker, self.allow_slow_strings).map(|hello| {
+            Ok(_) => read_hello(&self.line, &self.worker, self.require_fast_paths).map(|hello| {
                 warn_unconfined(&hello.confinement);
                 self.confinement = Some(hello.confinement);
             }),

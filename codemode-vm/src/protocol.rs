@@ -29,7 +29,7 @@ pub const ENV_ROLE: &str = "CODEMODE_WORKER_ROLE";
 /// renamed or given another meaning, including in the bridge types the messages carry): a host and a worker built
 /// from different versions then refuse each other up front instead of misreading each other mid-cell. Changes that
 /// only the sending side sees (a comment, a new optional field the other side ignores) need no bump.
-pub const PROTOCOL_VERSION: u32 = 5;
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// What a worker announces about itself before anything else, so the host can refuse it before it serves a cell.
 ///
@@ -40,18 +40,52 @@ pub const PROTOCOL_VERSION: u32 = 5;
 pub struct WorkerHello {
     /// The [`PROTOCOL_VERSION`] the worker was built with.
     pub protocol: u32,
-    /// Whether the worker's engine has append strings (linear `s += x`), which only the patched `boa_string` in
-    /// `vendor/boa_string` provides; measured by the worker at start, not assumed.
-    pub append_strings: bool,
+    /// The engine's speed-ups, each from one of codemode's patched Boa crates.
+    pub fast_paths: FastPaths,
     /// The confinement in force before the worker read anything from the host.
     pub confinement: ConfinementReport,
 }
 
 impl WorkerHello {
-    /// The hello of a worker built from this crate whose engine does (`true`) or does not have append strings,
-    /// confined as `confinement` says.
-    pub fn new(append_strings: bool, confinement: ConfinementReport) -> WorkerHello {
-        WorkerHello { protocol: PROTOCOL_VERSION, append_strings, confinement }
+    /// The hello of a worker built from this crate, with `fast_paths`, confined as `confinement` says.
+    pub fn new(fast_paths: FastPaths, confinement: ConfinementReport) -> WorkerHello {
+        WorkerHello { protocol: PROTOCOL_VERSION, fast_paths, confinement }
+    }
+}
+
+/// The engine speed-ups a worker has. Each needs one of the patched Boa crates in codemode's `vendor/`, which a
+/// build gets through `[patch.crates-io]`; without them the engine runs the same programs, slower.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct FastPaths {
+    /// Append strings: `s += x` in a loop is linear instead of copying the string every time (the patched
+    /// `boa_string`). Measured by the worker at start, not assumed.
+    pub append_strings: bool,
+    /// The guest prelude compiled once per engine thread and run in each fresh realm, instead of parsed and
+    /// compiled for every context (the patched `boa_engine`, compiled in by the worker's `patched-boa` feature).
+    pub shared_scripts: bool,
+}
+
+impl FastPaths {
+    /// Both speed-ups.
+    pub const ALL: FastPaths = FastPaths { append_strings: true, shared_scripts: true };
+
+    /// The speed-ups as their flags.
+    pub fn new(append_strings: bool, shared_scripts: bool) -> FastPaths {
+        FastPaths { append_strings, shared_scripts }
+    }
+
+    /// The names of the speed-ups this engine lacks, empty when it has both.
+    pub fn missing(self) -> Vec<&'static str> {
+        let mut missing = Vec::new();
+        if !self.append_strings {
+            missing.push("append strings");
+        }
+        if !self.shared_scripts {
+            missing.push("shared scripts");
+        }
+        missing
     }
 }
 

@@ -19,7 +19,7 @@ use mimalloc::MiMalloc;
 
 use codemode_vm::confine::{ConfinementReport, ENV_ADDRESS_SPACE};
 use codemode_vm::protocol::{
-    ENV_INSTRUCTIONS, ENV_MEMORY, EXIT_MEMORY, HostMessage, KeptGlobals, WorkerHello, WorkerMessage,
+    ENV_INSTRUCTIONS, ENV_MEMORY, EXIT_MEMORY, FastPaths, HostMessage, KeptGlobals, WorkerHello, WorkerMessage,
 };
 
 use crate::confine::Confiner;
@@ -144,6 +144,11 @@ fn write_message(out: &mut impl Write, message: &WorkerMessage) -> std::io::Resu
     out.flush()
 }
 
+/// The fast paths this worker's engine has: append strings as measured, shared scripts as built.
+pub fn engine_fast_paths() -> FastPaths {
+    FastPaths::new(engine_has_append_strings(), crate::engine::SHARED_SCRIPTS)
+}
+
 /// Whether the engine's strings append in place (`vendor/boa_string`'s patch) rather than copying the left operand
 /// on every concatenation (crates.io's `boa_string`).
 ///
@@ -169,8 +174,8 @@ fn serve(instructions: u64, confinement: ConfinementReport) -> std::io::Result<(
     let mut input = BufReader::new(File::from(std::io::stdin().as_fd().try_clone_to_owned()?));
     let out = Rc::new(std::cell::RefCell::new(BufWriter::new(std::io::stdout())));
     let mut line = String::new();
-    // The first message: the protocol version, the engine's strings and the confinement in force.
-    let hello = WorkerHello::new(engine_has_append_strings(), confinement);
+    // The first message: the protocol version, the engine's fast paths and the confinement in force.
+    let hello = WorkerHello::new(engine_fast_paths(), confinement);
     write_message(&mut *out.borrow_mut(), &WorkerMessage::Hello(hello))?;
     // The first message may configure the globals every context is built with; anything else is kept for the
     // first context.

@@ -69,6 +69,7 @@ pub use codemode_telemetry::{
     InputKind, Redactor,
 };
 pub use codemode_vm::confine::Confinement;
+pub use codemode_vm::protocol::FastPaths;
 
 use codemode_bridge::{CallProgress, ProgressHook};
 use codemode_catalog::{Catalog, CatalogOptions};
@@ -120,6 +121,8 @@ pub struct EngineStats {
     pub per_call_idle_workers: usize,
     /// Cells of per-call catalogs that found no idle worker in their shared pool and waited for one to start.
     pub per_call_spawn_waits: u64,
+    /// The engine's fast paths, as the worker checked by [`CodeModeBuilder::build`] announced them.
+    pub fast_paths: FastPaths,
 }
 
 /// Builds a [`CodeMode`].
@@ -141,7 +144,7 @@ pub struct CodeModeBuilder {
     live_window: Option<Duration>,
     max_live_parked: Option<usize>,
     max_suspended_runs_per_owner: Option<usize>,
-    allow_slow_strings: bool,
+    require_fast_paths: bool,
     host_journal_bytes: Option<u64>,
     progress: Option<ProgressHook>,
     policy: Option<Policy>,
@@ -279,12 +282,13 @@ impl CodeModeBuilder {
         self
     }
 
-    /// Accepts a worker whose engine lacks append strings, i.e. one built with crates.io's `boa_string` instead of
-    /// `vendor/boa_string` (default: refused, and [`build`](Self::build) names the `[patch.crates-io]` line to add).
-    /// Programs behave the same, but `s += x` in a loop copies the whole string every time: building a 100,000-piece
-    /// string takes about 690 ms instead of 27 ms.
-    pub fn allow_slow_strings(mut self, yes: bool) -> Self {
-        self.allow_slow_strings = yes;
+    /// Refuses a worker whose engine lacks a fast path (default: accepted, and [`EngineStats::fast_paths`] says
+    /// which it has): [`build`](Self::build) then fails with the `[patch.crates-io]` lines and the feature to add.
+    /// Without append strings `s += x` in a loop copies the whole string every time (a 100,000-piece string takes
+    /// about 690 ms instead of 27 ms); without shared scripts every cell's context parses the guest prelude (about
+    /// 3 ms more per cell).
+    pub fn require_fast_paths(mut self, yes: bool) -> Self {
+        self.require_fast_paths = yes;
         self
     }
 
@@ -377,7 +381,7 @@ impl CodeModeBuilder {
     /// # Errors
     ///
     /// When the catalog is invalid; when no worker is found or it cannot start, speaks another protocol version, or
-    /// lacks append strings without [`allow_slow_strings`](Self::allow_slow_strings) (all [`Error::Runtime`]: code
+    /// lacks a fast path under [`require_fast_paths`](Self::require_fast_paths) (all [`Error::Runtime`]: code
     /// mode fails closed, and the message says what to fix); or when the state directory cannot be opened.
     pub fn build(self) -> Result<CodeMode, Error> {
         let host = self.host.ok_or(Error::NoHost)?;
@@ -400,14 +404,14 @@ impl CodeModeBuilder {
             instructions,
             globals: Some(globals),
             confinement: self.confinement,
-            allow_slow_strings: self.allow_slow_strings,
+            require_fast_paths: self.require_fast_paths,
             admission: match self.max_running_cells.unwrap_or_else(codemode_vm::pool::Admission::default_limit) {
                 0 => None,
                 n => Some(codemode_vm::pool::Admission::new(n, codemode_vm::pool::DEFAULT_ADMISSION_SLICE)),
             },
         };
         let pool = WorkerPool::new(pool_config.clone());
-        pool.check()?;
+        let fast_paths = pool.check()?.fast_paths;
         pool.fill()?;
         let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
         let shared = self.store.is_some();
@@ -469,6 +473,7 @@ impl CodeModeBuilder {
             limits: inner.limits.clone(),
             live_window,
             shared,
+            fast_paths,
         });
         Ok(CodeMode { inner: Arc::new(Current(std::sync::RwLock::new(inner))), per_run })
     }
@@ -676,6 +681,8 @@ struct PerRun {
     live_window: Duration,
     /// Whether the run store was given with `store` (shared): a rebuilt catalog's state listens for its changes.
     shared: bool,
+    /// The fast paths of the worker `build` checked.
+    fast_paths: FastPaths,
 }
 
 /// The engine's current run state: replaced whole when its tools change ([`CodeMode::set_tools`]). A cell reads it
@@ -751,6 +758,7 @@ impl CodeMode {
             admission_waits: pool.admission_waits,
             per_call_idle_workers: per_call.as_ref().map_or(0, |p| p.idle),
             per_call_spawn_waits: per_call.map_or(0, |p| p.spawn_waits),
+            fast_paths: self.per_run.fast_paths,
         }
     }
 

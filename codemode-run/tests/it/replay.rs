@@ -156,8 +156,8 @@ async fn drive(machine: &mut RunMachine, cell: &mut WorkerProcess, host: &mut Ho
 }
 
 fn pool() -> Arc<WorkerPool> {
-    let command =
-        WorkerCommand::locate().expect("build the worker first: cargo build -p codemode-worker --bin codemode-worker");
+    let command = WorkerCommand::locate()
+        .expect("build the worker first: cargo build -p codemode-worker --features patched-boa --bin codemode-worker");
     let globals = GuestGlobals { tools: vec!["slow".into()], mcp: Vec::new(), ..GuestGlobals::default() };
     let pool = WorkerPool::new(PoolConfig {
         command,
@@ -166,7 +166,7 @@ fn pool() -> Arc<WorkerPool> {
         instructions: 1_000_000_000,
         globals: Some(Arc::new(globals)),
         confinement: Default::default(),
-        allow_slow_strings: false,
+        require_fast_paths: false,
         admission: None,
         max_idle: codemode_vm::pool::DEFAULT_MAX_IDLE,
         idle_ttl: codemode_vm::pool::DEFAULT_IDLE_TTL,

@@ -25,6 +25,7 @@ use bridge::{BridgeState, LazyGlobals, Shared};
 use codemode_vm::protocol::{CellFailure, GuestGlobals, GuestOutcome, Start, WorkerMessage};
 use encode::{EncodeError, Intrinsics};
 use hooks::{GuestHooks, Rejections, VirtualClock};
+pub(crate) use shared::SHARED_SCRIPTS;
 
 /// The file name user code runs under; error positions are reported against it.
 pub const USER_FILE: &str = "codemode:user.js";

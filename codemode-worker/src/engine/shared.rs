@@ -1,21 +1,31 @@
-//! Guest-side JavaScript compiled once per engine thread and run in every fresh realm: the prelude and the extras.
+//! Guest-side JavaScript that every fresh realm runs: the prelude and the extras.
 //!
 //! Parsing and compiling the 14 KB prelude took about 3 ms of a 3.5 ms context build (PERFORMANCE-NOTES.md,
-//! "Fresh contexts"). Each thread therefore parses and compiles each script once, in a scratch context of its own
-//! whose realm no guest ever enters, and every context then runs that compiled code in its own new realm through
-//! `Script::with_realm` (the patched Boa in `vendor/boa_engine`). Running compiled code creates every function,
-//! object and environment in the realm it runs in, so each cell's guest API is as fresh as if its source had been
-//! parsed there: nothing one cell does to its globals or to the prelude's objects is visible to the next. What is
-//! shared is immutable: bytecode, its string and number constants, and nested function code.
+//! "Fresh contexts"). With the `patched-boa` feature each thread therefore parses and compiles each script once, in
+//! a scratch context of its own whose realm no guest ever enters, and every context then runs that compiled code in
+//! its own new realm through `Script::with_realm` (the patched Boa in `vendor/boa_engine`). Running compiled code
+//! creates every function, object and environment in the realm it runs in, so each cell's guest API is as fresh as
+//! if its source had been parsed there: nothing one cell does to its globals or to the prelude's objects is visible
+//! to the next. What is shared is immutable: bytecode, its string and number constants, and nested function code;
+//! `with_realm` empties the inline caches on every bind, so no cache entry crosses from one cell to the next.
 //!
 //! The scripts declare no global lexical bindings (each is one parenthesised function expression), which is what
 //! makes their code independent of the realm they were compiled in; `with_realm` refuses any other script.
+//!
+//! Without the feature (crates.io's Boa, which has no `with_realm`), every context parses and compiles the scripts
+//! itself.
 
+#[cfg(feature = "patched-boa")]
 use std::cell::RefCell;
+#[cfg(feature = "patched-boa")]
 use std::rc::Rc;
 
+#[cfg(feature = "patched-boa")]
 use boa_engine::context::ContextBuilder;
 use boa_engine::{Context, JsResult, JsValue, Script, Source};
+
+/// Whether this build shares compiled scripts between realms (the `patched-boa` feature).
+pub const SHARED_SCRIPTS: bool = cfg!(feature = "patched-boa");
 
 /// A script compiled once per thread.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,6 +44,7 @@ impl Shared {
         }
     }
 
+    #[cfg(feature = "patched-boa")]
     fn index(self) -> usize {
         match self {
             Shared::Prelude => 0,
@@ -44,11 +55,13 @@ impl Shared {
 
 /// This thread's compiled scripts. Leaked on purpose: the engine thread lives as long as its worker, and a `Gc`
 /// must not be dropped by a thread-local destructor that may run after the thread's collector is gone.
+#[cfg(feature = "patched-boa")]
 struct Compiled {
     scratch: Option<Context>,
     scripts: [Option<Script>; 2],
 }
 
+#[cfg(feature = "patched-boa")]
 thread_local! {
     static COMPILED: &'static RefCell<Compiled> =
         Box::leak(Box::new(RefCell::new(Compiled { scratch: None, scripts: [None, None] })));
@@ -59,11 +72,13 @@ thread_local! {
 /// # Errors
 ///
 /// When the script throws (ours never do) or `context`'s instruction budget runs out.
+#[cfg(feature = "patched-boa")]
 pub fn evaluate(script: Shared, context: &mut Context) -> JsResult<JsValue> {
     let compiled = COMPILED.with(|cell| compile_once(script, cell));
-    compiled?.with_realm(context.realm().clone(), context)?.evaluate(context)
+    compiled?.with_realm(context.realm().clone())?.evaluate(context)
 }
 
+#[cfg(feature = "patched-boa")]
 fn compile_once(script: Shared, cell: &RefCell<Compiled>) -> JsResult<Script> {
     let mut compiled = cell.borrow_mut();
     if let Some(script) = &compiled.scripts[script.index()] {
@@ -82,4 +97,14 @@ fn compile_once(script: Shared, cell: &RefCell<Compiled>) -> JsResult<Script> {
     parsed.codeblock(scratch)?;
     scripts[script.index()] = Some(parsed.clone());
     Ok(parsed)
+}
+
+/// Evaluates `script` in `context`'s current realm, parsing and compiling it there.
+///
+/// # Errors
+///
+/// When the script throws (ours never do) or `context`'s instruction budget runs out.
+#[cfg(not(feature = "patched-boa"))]
+pub fn evaluate(script: Shared, context: &mut Context) -> JsResult<JsValue> {
+    Script::parse(Source::from_bytes(script.source()), None, context)?.evaluate(context)
 }

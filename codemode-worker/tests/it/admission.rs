@@ -26,7 +26,7 @@ fn pool(admission: &Arc<Admission>) -> Arc<WorkerPool> {
         instructions: u64::MAX / 2,
         globals: None,
         confinement: Default::default(),
-        allow_slow_strings: false,
+        require_fast_paths: false,
         admission: Some(admission.clone()),
     })
 }

@@ -99,7 +99,7 @@ fn pool(command: WorkerCommand, confinement: Confinement) -> Arc<WorkerPool> {
         confinement,
         max_idle: codemode_vm::pool::DEFAULT_MAX_IDLE,
         idle_ttl: codemode_vm::pool::DEFAULT_IDLE_TTL,
-        allow_slow_strings: false,
+        require_fast_paths: false,
         admission: None,
     })
 }

@@ -1,8 +1,10 @@
-//! The worker handshake: the real worker's first message is its hello, and the pool refuses a worker whose hello
-//! names another protocol version, is missing, or reports no append strings.
+//! The worker handshake: the real worker's first message is its hello, which names the engine's fast paths, and the
+//! pool refuses a worker whose hello names another protocol version or is missing, or, when required, lacks a fast
+//! path.
 //!
 //! The good path runs the real `codemode-worker`; the refusals use tiny shell scripts that print one crafted first
-//! line, because a real worker of another version or without append strings cannot be built in this workspace.
+//! line, because a real worker of another version cannot be built in this workspace. The same tests run in the build
+//! against crates.io's Boa (`scripts/vanilla.sh`), where the worker has no fast path.
 
 use std::io::BufRead as _;
 use std::os::unix::fs::PermissionsExt as _;
@@ -10,20 +12,26 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use codemode_vm::pool::{PoolConfig, PoolError, WorkerCommand, WorkerPool};
-use codemode_vm::protocol::{HostMessage, PROTOCOL_VERSION, WorkerMessage};
+use codemode_vm::protocol::{FastPaths, HostMessage, PROTOCOL_VERSION, WorkerMessage};
 
 fn real_worker() -> WorkerCommand {
     WorkerCommand { program: PathBuf::from(env!("CARGO_BIN_EXE_codemode-worker")), args: Vec::new() }
 }
 
-fn pool(command: WorkerCommand, allow_slow_strings: bool) -> std::sync::Arc<WorkerPool> {
+/// The fast paths of this build: both with the workspace's patched Boa and the `patched-boa` feature, none against
+/// crates.io's Boa.
+fn this_build() -> FastPaths {
+    if cfg!(feature = "patched-boa") { FastPaths::ALL } else { FastPaths::default() }
+}
+
+fn pool(command: WorkerCommand, require_fast_paths: bool) -> std::sync::Arc<WorkerPool> {
     WorkerPool::new(PoolConfig {
         command,
         warm: 0,
         memory_limit_bytes: 64 * 1024 * 1024,
         instructions: 1_000_000,
         globals: None,
-        allow_slow_strings,
+        require_fast_paths,
         admission: None,
         confinement: Default::default(),
         max_idle: codemode_vm::pool::DEFAULT_MAX_IDLE,
@@ -57,22 +65,24 @@ fn the_real_worker_introduces_itself_first() {
     match serde_json::from_str::<WorkerMessage>(&line).expect("a worker message") {
         WorkerMessage::Hello(hello) => {
             assert_eq!(hello.protocol, PROTOCOL_VERSION);
-            assert!(hello.append_strings, "this workspace patches boa_string");
+            assert_eq!(hello.fast_paths, this_build());
         }
         other => panic!("first message {other:?}"),
     }
 }
 
 #[test]
-fn the_engine_of_this_workspace_has_append_strings() {
-    assert!(codemode_worker::worker::engine_has_append_strings());
+fn the_engine_reports_the_fast_paths_of_its_build() {
+    assert_eq!(codemode_worker::worker::engine_fast_paths(), this_build());
 }
 
 #[test]
 fn check_accepts_the_real_worker() {
     let hello = pool(real_worker(), false).check().expect("the real worker passes");
     assert_eq!(hello.protocol, PROTOCOL_VERSION);
-    assert!(hello.append_strings);
+    assert_eq!(hello.fast_paths, this_build());
+    // Required, the fast paths pass only in the workspace's build.
+    assert_eq!(pool(real_worker(), true).check().is_ok(), this_build() == FastPaths::ALL);
 }
 
 #[test]
@@ -101,27 +111,32 @@ fn check_refuses_a_worker_without_a_hello() {
 }
 
 #[test]
-fn check_refuses_slow_strings_naming_the_patch_line_unless_allowed() {
+fn check_refuses_a_slow_engine_naming_the_patch_lines_only_when_required() {
     let dir = tempfile::tempdir().expect("tempdir");
     let hello = format!(
-        r#"{{"t":"hello","protocol":{PROTOCOL_VERSION},"appendStrings":false,"confinement":{{"mode":"off","steps":[]}}}}"#
+        r#"{{"t":"hello","protocol":{PROTOCOL_VERSION},"fastPaths":{{"appendStrings":false,"sharedScripts":true}},"confinement":{{"mode":"off","steps":[]}}}}"#
     );
     let slow = says(dir.path(), "slow-worker", &hello);
-    let error = pool(slow.clone(), false).check().expect_err("refused");
-    let vendor = Path::new(env!("CARGO_MANIFEST_DIR")).join("../vendor/boa_string").canonicalize().expect("vendor");
-    let line = format!("boa_string = {{ path = \"{}\" }}", vendor.display());
-    assert_eq!(codemode_vm::pool::boa_string_patch_line(), line);
+    let accepted = pool(slow.clone(), false).check().expect("accepted by default");
+    assert_eq!(accepted.fast_paths, FastPaths::new(false, true));
+    let error = pool(slow, true).check().expect_err("refused when required");
+    let vendor = Path::new(env!("CARGO_MANIFEST_DIR")).join("../vendor").canonicalize().expect("vendor");
+    let lines = format!(
+        "boa_string = {{ path = \"{}\" }}; boa_engine = {{ path = \"{}\" }}",
+        vendor.join("boa_string").display(),
+        vendor.join("boa_engine").display()
+    );
+    assert_eq!(codemode_vm::pool::boa_patch_lines(), lines);
     let message = error.to_string();
-    assert!(message.contains(&format!("add `{line}` under `[patch.crates-io]`")), "{message}");
-    assert!(message.contains("allow_slow_strings(true)"), "{message}");
-    let accepted = pool(slow, true).check().expect("allowed");
-    assert!(!accepted.append_strings);
+    assert!(message.contains("lacks append strings ("), "{message}");
+    assert!(message.contains(&format!("add `{lines}` under `[patch.crates-io]`")), "{message}");
+    assert!(message.contains("`patched-boa` feature") && message.contains("require_fast_paths(false)"), "{message}");
 }
 
 #[tokio::test]
 async fn a_pooled_worker_of_another_version_never_gets_a_cell() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let worker = says(dir.path(), "old-worker", r#"{"t":"hello","protocol":0,"appendStrings":true}"#);
+    let worker = says(dir.path(), "old-worker", r#"{"t":"hello","protocol":0,"fastPaths":{}}"#);
     let pool = pool(worker, false);
     let mut process = pool.checkout().expect("the process starts");
     let error = process.send(&HostMessage::Shutdown).await.expect_err("refused before the first message");
@@ -135,9 +150,10 @@ fn error_texts() {
     };
     let protocol =
         PoolError::Protocol { worker: "/app/bin/worker".into(), worker_protocol: 0, host_protocol: PROTOCOL_VERSION };
-    let slow = PoolError::SlowStrings {
+    let slow = PoolError::SlowEngine {
         worker: "/app/bin/app __codemode_worker".into(),
-        patch_line: r#"boa_string = { path = "/src/codemode/vendor/boa_string" }"#.into(),
+        missing: "append strings and shared scripts".into(),
+        patch_lines: r#"boa_string = { path = "/src/codemode/vendor/boa_string" }; boa_engine = { path = "/src/codemode/vendor/boa_engine" }"#.into(),
     };
     insta::assert_snapshot!([not_found.to_string(), protocol.to_string(), slow.to_string()].join("\n\n"));
 }

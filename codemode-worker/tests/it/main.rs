@@ -11,4 +11,5 @@ mod handshake;
 mod natives;
 mod pool_sizing;
 mod pure;
+mod realms;
 mod strings;

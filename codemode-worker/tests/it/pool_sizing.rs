@@ -22,7 +22,7 @@ pub(crate) fn pool(max_idle: usize) -> Arc<WorkerPool> {
         instructions: 1_000_000,
         globals: None,
         confinement: Default::default(),
-        allow_slow_strings: false,
+        require_fast_paths: false,
         admission: None,
     })
 }

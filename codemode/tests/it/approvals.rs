@@ -94,7 +94,12 @@ fn build(setup: Setup) -> (CodeMode, Arc<TestHost>) {
     if let Some(clock) = setup.clock {
         builder = builder.clock(clock);
     }
-    (builder.build().expect("the engine builds (cargo build -p codemode-worker --bin codemode-worker)"), host)
+    (
+        builder
+            .build()
+            .expect("the engine builds (cargo build -p codemode-worker --features patched-boa --bin codemode-worker)"),
+        host,
+    )
 }
 
 async fn exec(engine: &CodeMode, code: &str, options: &ExecOptions) -> CodeModeResult {

@@ -71,6 +71,8 @@ fn the_example_embeds_the_facade_from_outside_the_workspace() {
     assert!(output.status.success(), "the example failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
     let mut lines = stdout.lines();
     assert_eq!(lines.next(), Some("the model sees: exec, wait"));
+    // Built from README's dependency lines alone: crates.io's Boa, without the fast paths.
+    assert_eq!(lines.next(), Some(format!("fast paths: {:?}", codemode::FastPaths::default()).as_str()));
     let result: Value = serde_json::from_str(lines.next().expect("the result line")).expect("the result is JSON");
     assert_eq!(result["status"], "completed", "{result}");
     assert_eq!(result["value"], json!({ "tool": "ping", "args": { "n": 1 } }), "{result}");
@@ -85,9 +87,27 @@ fn the_readme_library_snippet_is_the_example_word_for_word() {
     let main = std::fs::read_to_string(repo().join("examples/embed/src/main.rs")).expect("the example");
     let body = main.lines().skip_while(|l| l.starts_with("//!")).skip_while(|l| l.is_empty()).collect::<Vec<_>>();
     assert_eq!(snippet, body.join("\n"), "README's snippet and examples/embed/src/main.rs differ");
+    // The example's dependencies are README's first block, without a patch; the second block adds the fast paths.
     let manifest = std::fs::read_to_string(repo().join("examples/embed/Cargo.toml")).expect("the manifest");
-    assert!(manifest.contains("[patch.crates-io]\nboa_string = { path = \"../../vendor/boa_string\" }"));
-    assert!(readme.contains("[patch.crates-io]\nboa_string = { path = \"../codemode/vendor/boa_string\" }"));
+    let dependencies = |text: &str| {
+        let start = text.find("[dependencies]\n").expect("a dependency table");
+        text[start..]
+            .lines()
+            .skip(1)
+            .take_while(|l| !l.is_empty() && !l.starts_with("```"))
+            .map(dependency_name)
+            .collect::<Vec<_>>()
+    };
+    let first = &section[section.find("```toml\n").expect("README's dependency block")..];
+    assert_eq!(dependencies(&manifest), dependencies(first));
+    assert!(!manifest.contains("[patch") && !first[..first.find("\n```\n").expect("ends")].contains("[patch"));
+    assert!(section.contains("[patch.crates-io]\nboa_string = { path = \"../codemode/vendor/boa_string\" }"));
+    assert!(section.contains("features = [\"patched-boa\"]"));
+}
+
+/// A dependency line's crate name.
+fn dependency_name(line: &str) -> String {
+    line.split(['=', ' ']).next().unwrap_or_default().to_owned()
 }
 
 /// A worker command that runs `body` as a POSIX shell script.
@@ -122,7 +142,7 @@ async fn a_worker_replaced_after_build_fails_the_cell_closed() {
     let marker = dir.path().join("checked");
     let body = format!(
         "if [ ! -e '{marker}' ]; then touch '{marker}'; exec '{real}'; fi\n\
-         printf '%s\\n' '{{\"t\":\"hello\",\"protocol\":0,\"appendStrings\":true}}'; exec cat >/dev/null",
+         printf '%s\\n' '{{\"t\":\"hello\",\"protocol\":0,\"fastPaths\":{{}}}}'; exec cat >/dev/null",
         marker = marker.display(),
         real = real.program.display(),
     );

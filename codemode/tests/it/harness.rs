@@ -89,5 +89,7 @@ pub fn code_mode(host: Arc<Host>) -> CodeMode {
         .host(host)
         .warm_workers(2)
         .build()
-        .unwrap_or_else(|e| panic!("{e} (run `cargo build -p codemode-worker --bin codemode-worker` first)"))
+        .unwrap_or_else(|e| {
+            panic!("{e} (run `cargo build -p codemode-worker --features patched-boa --bin codemode-worker` first)")
+        })
 }

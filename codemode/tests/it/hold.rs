@@ -43,7 +43,7 @@ fn engine(timeout_ms: u64, max_wait_ms: u64) -> CodeMode {
         .clock(clock)
         .warm_workers(1)
         .build()
-        .expect("the engine builds (cargo build -p codemode-worker --bin codemode-worker)")
+        .expect("the engine builds (cargo build -p codemode-worker --features patched-boa --bin codemode-worker)")
 }
 
 /// Execs `code`, which must yield first, and returns the run id of its `waiting` result.

@@ -98,7 +98,7 @@ pub fn engine_with(limits: Limits, replay: bool) -> (CodeMode, Arc<TestHost>) {
         .warm_workers(1)
         .replay_on_resume(replay)
         .build()
-        .expect("the engine builds (is codemode-worker built? cargo build -p codemode-worker --bin codemode-worker)");
+        .expect("the engine builds (is codemode-worker built? cargo build -p codemode-worker --features patched-boa --bin codemode-worker)");
     (engine, host)
 }
 
@@ -114,7 +114,7 @@ pub fn gated_engine() -> (CodeMode, Arc<TestHost>) {
         .host(host.clone())
         .warm_workers(1)
         .build()
-        .expect("the engine builds (is codemode-worker built? cargo build -p codemode-worker --bin codemode-worker)");
+        .expect("the engine builds (is codemode-worker built? cargo build -p codemode-worker --features patched-boa --bin codemode-worker)");
     (engine, host)
 }
 

@@ -59,7 +59,7 @@ fn engine(replay: bool) -> CodeMode {
         .warm_workers(1)
         .replay_on_resume(replay)
         .build()
-        .expect("the engine builds (cargo build -p codemode-worker --bin codemode-worker)")
+        .expect("the engine builds (cargo build -p codemode-worker --features patched-boa --bin codemode-worker)")
 }
 
 #[tokio::test]

@@ -56,7 +56,7 @@ async fn a_parked_runs_worker_is_reset_and_its_next_cell_sees_nothing_of_the_par
         .max_idle_workers(1)
         .replay_on_resume(true)
         .build()
-        .expect("the engine builds (is codemode-worker built? cargo build -p codemode-worker --bin codemode-worker)");
+        .expect("the engine builds (is codemode-worker built? cargo build -p codemode-worker --features patched-boa --bin codemode-worker)");
     const POISON: &str = "globalThis.leaked = 1; Object.prototype.polluted = 'yes'; Array.prototype.push = () => 0; \
          const r = await yield_control('x'); return [typeof leaked, ({}).polluted, [1].push(2), r.status]";
     let first = exec(&engine, POISON).await;

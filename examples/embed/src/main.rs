@@ -52,6 +52,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         .build()?; // checks one worker's hello, starts the pool; fails closed with a message that names the fix
     let surface: Vec<String> = engine.surface().into_iter().map(|tool| tool.name).collect();
     println!("the model sees: {}", surface.join(", ")); // exec, wait (+ direct-only tools)
+    println!("fast paths: {:?}", engine.stats().fast_paths); // none against crates.io's Boa (README)
     let result = engine
         .exec(json!({ "title": "Ping once", "code": "return await ping({ n: 1 })" }), RunScope::default())
         .await;

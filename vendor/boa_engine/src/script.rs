@@ -169,10 +169,11 @@ impl Script {
 
     /// A script of the same compiled code, run in `realm` (codemode's patch; see `vendor/boa_engine/PATCH.md`).
     ///
-    /// Compiles this script first if it is not yet compiled. The compiled code is shared, not copied: it holds no
-    /// realm's objects (constants are strings, numbers and nested code), so evaluating the returned script in
-    /// another realm, even another context's on the same thread, creates every object, function and environment in
-    /// that realm, exactly as parsing the same source there would.
+    /// The script must be compiled first ([`Script::codeblock`], in the context that parsed it). The compiled code is
+    /// shared, not copied: it holds no realm's objects (constants are strings, numbers and nested code), so
+    /// evaluating the returned script in another realm, even another context's on the same thread, creates every
+    /// object, function and environment in that realm, exactly as parsing the same source there would. Binding
+    /// empties the code's inline caches.
     ///
     /// Only sound for a script whose compilation did not depend on its realm's global scope: one that declares no
     /// global lexical bindings (`let`, `const`, `class` at the top level) and was compiled in a realm whose global
@@ -181,16 +182,33 @@ impl Script {
     ///
     /// # Errors
     ///
-    /// When the script does not compile, or declares global lexical bindings.
-    pub fn with_realm(&self, realm: Realm, context: &mut Context) -> JsResult<Self> {
-        if let ScriptPhase::Ast(source) = &*self.inner.phase.borrow() {
-            if !boa_ast::operations::lexically_declared_names(source).is_empty() {
+    /// When the script is not compiled yet, declares global lexical bindings, or its realm's global scope has some.
+    pub fn with_realm(&self, realm: Realm) -> JsResult<Self> {
+        // The syntax tree's names are interned in the context that parsed it, so only that context can compile it.
+        let codeblock = match &*self.inner.phase.borrow() {
+            ScriptPhase::Codeblock(codeblock) => codeblock.clone(),
+            ScriptPhase::Ast(_) => {
                 return Err(crate::JsNativeError::typ()
-                    .with_message("a script with global lexical declarations is bound to its realm")
+                    .with_message(
+                        "compile the script with `Script::codeblock` in the context that parsed it before binding \
+                         it to another realm",
+                    )
                     .into());
             }
+        };
+        // Checked on the compiled code and on the global scope it was compiled against.
+        if !codeblock.global_lexs.is_empty() || self.inner.realm.scope().num_bindings() != 0 {
+            return Err(crate::JsNativeError::typ()
+                .with_message(
+                    "a script that declares global lexical bindings, or was compiled in a realm that has some, \
+                     is bound to its realm",
+                )
+                .into());
         }
-        let codeblock = self.codeblock(context)?;
+        // The caches map shapes to slots; an entry holds only while its shape lives and gives the slot that shape
+        // has, so sharing them is sound. They are emptied anyway: a new realm's objects mostly have shapes of their
+        // own, and entries left by earlier realms would fill a site's four places and make it megamorphic for good.
+        codeblock.reset_inline_caches();
         Ok(Self {
             inner: Gc::new(Inner {
                 realm,

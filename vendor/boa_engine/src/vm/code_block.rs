@@ -176,6 +176,19 @@ pub struct CodeBlock {
 
 /// ---- `CodeBlock` public API ----
 impl CodeBlock {
+    /// Empties the inline caches of this code and of every function nested in it (codemode's patch; see
+    /// `vendor/boa_engine/PATCH.md`).
+    pub(crate) fn reset_inline_caches(&self) {
+        for cache in &self.ic {
+            cache.reset();
+        }
+        for constant in &self.constants {
+            if let Constant::Function(code) = constant {
+                code.reset_inline_caches();
+            }
+        }
+    }
+
     /// Creates a new `CodeBlock`.
     #[must_use]
     pub fn new(name: JsString, length: u32, strict: bool) -> Self {

@@ -62,6 +62,12 @@ impl InlineCache {
         }
     }
 
+    /// Forgets every entry and the megamorphic state (codemode's patch; see `vendor/boa_engine/PATCH.md`).
+    pub(crate) fn reset(&self) {
+        self.entries.borrow_mut().clear();
+        self.megamorphic.set(false);
+    }
+
     pub(crate) fn set(&self, shape: &Shape, slot: Slot) {
         if self.megamorphic.get() {
             return;
