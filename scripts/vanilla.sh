@@ -18,13 +18,13 @@ worker="$root/target/debug/codemode-worker"
 step copy the tree without the patches
 rm -rf "$src"
 mkdir -p "$src"
-git ls-files -z --cached --others --exclude-standard -- . ':!vendor' ':!mcp-servers' |
+git ls-files -z --cached --others --exclude-standard -- . ':!mcp-servers' |
   tar --null --files-from=- --ignore-failed-read -cf - | tar -xf - -C "$src"
 sed -i '/^boa_string = { path = "vendor\/boa_string" }$/d; /^boa_engine = { path = "vendor\/boa_engine" }$/d' "$src/Cargo.toml"
 sed -i 's/features = \["engine-api", "confine-probe", "patched-boa"\]/features = ["engine-api", "confine-probe"]/' \
   "$src/codemode-worker/Cargo.toml"
 # Each edit must have happened: a manifest that moved on would otherwise test the patched build twice.
-if grep -q 'vendor/boa_' "$src/Cargo.toml" || grep -q '"patched-boa"\]' "$src/codemode-worker/Cargo.toml"; then
+if grep -q '^boa_[a-z]* = { path = "vendor/' "$src/Cargo.toml" || grep -q '"patched-boa"\]' "$src/codemode-worker/Cargo.toml"; then
   echo "scripts/vanilla.sh: the copy still names the patched Boa; update its edits" >&2
   exit 1
 fi

@@ -16,9 +16,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context as _;
 use async_trait::async_trait;
+use codemode::EffectClass;
 use codemode::ToolDefinition;
-use codemode::bridge::{AbortSignal, CallContext, ToolError, ToolHost};
-use codemode::config::EffectClass;
+use codemode::{AbortSignal, CallContext, ToolError, ToolHost};
 use serde::Deserialize;
 use serde_json::{Value, json};
 

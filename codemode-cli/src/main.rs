@@ -180,11 +180,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
                 None => Limits::default(),
             };
             let tools = host::tools(catalog.as_deref())?;
-            let catalog = codemode::catalog::Catalog::build(
-                tools.into_iter().map(|(definition, _)| definition).collect(),
-                codemode::catalog::CatalogOptions::from_limits(&limits),
-            )?;
-            let surface = codemode::surface::visible_tools(&catalog, &limits);
+            let surface = codemode::surface_of(tools.into_iter().map(|(definition, _)| definition).collect(), &limits)?;
             println!("{}", serde_json::to_string_pretty(&surface)?);
             Ok(0)
         }
@@ -245,7 +241,7 @@ fn engine(common: &Common) -> anyhow::Result<CodeMode> {
         .tools(tools.into_iter().map(|(definition, _)| definition).collect())
         .host(Arc::new(cli_host))
         .state_dir(common.state.clone())
-        .worker(codemode::vm::pool::WorkerCommand::current_exe(&[WORKER_MARKER])?)
+        .worker(codemode::WorkerCommand::current_exe(&[WORKER_MARKER])?)
         .warm_workers(1)
         .confinement(common.confinement)
         .build()?;
@@ -257,7 +253,7 @@ fn load_limits(path: &std::path::Path) -> anyhow::Result<Limits> {
     let value: serde_json::Value =
         serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))?;
     let object = value.pointer("/tools/codeMode").cloned().unwrap_or(value);
-    Ok(codemode::config::Limits::from_json(&object))
+    Ok(Limits::from_json(&object))
 }
 
 fn print(result: CodeModeResult) -> i32 {

@@ -658,7 +658,7 @@ impl Checker<'_> {
         };
         Ok(StoreConfig {
             url,
-            lease_ms: millis("lease_ms")?.unwrap_or(codemode::snapshot::DEFAULT_LEASE_MS),
+            lease_ms: millis("lease_ms")?.unwrap_or(codemode::store::DEFAULT_LEASE_MS),
             ttl_ms: millis("ttl_ms")?,
         })
     }
@@ -1084,7 +1084,7 @@ impl Checker<'_> {
             share(key, 1, u64::from(max), u64::from(default)).map(|n| u32::try_from(n).unwrap_or(max))
         };
         let defaults = PrincipalShares::default();
-        let cap = u32::try_from(codemode::snapshot::DEFAULT_MAX_SUSPENDED_RUNS).unwrap_or(u32::MAX);
+        let cap = u32::try_from(codemode::store::DEFAULT_MAX_SUSPENDED_RUNS).unwrap_or(u32::MAX);
         Ok(PrincipalShares {
             max_sessions: count("max_sessions", 100_000, defaults.max_sessions)?,
             session_idle_seconds: share("session_idle_seconds", 1, 86_400, defaults.session_idle_seconds)?,

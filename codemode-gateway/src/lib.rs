@@ -25,7 +25,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use codemode::vm::pool::WorkerCommand;
+use codemode::WorkerCommand;
 
 pub use codemode_mcp::{UpstreamManager, install_tls_provider};
 pub use config::{GatewayConfig, ServerConfig, Startup, StoreConfig, TelemetryConfig, Transport};
@@ -213,7 +213,7 @@ impl GatewayBuilder {
         let url = url.into();
         self.config.store = Some(match self.config.store.take() {
             Some(store) => StoreConfig { url, ..store },
-            None => StoreConfig { url, lease_ms: codemode::snapshot::DEFAULT_LEASE_MS, ttl_ms: None },
+            None => StoreConfig { url, lease_ms: codemode::store::DEFAULT_LEASE_MS, ttl_ms: None },
         });
         self
     }
@@ -297,7 +297,7 @@ impl GatewayBuilder {
         // The token file and the JWK Set are read before any upstream server starts, so a mistake there costs nothing.
         let authenticator = match (&self.config.auth, &listen) {
             (Some(settings), _) if matches!(listen, Listen::Http(_)) || self.config.console.is_some() => {
-                let clock: Arc<dyn codemode::snapshot::Clock> = Arc::new(codemode::snapshot::SystemClock);
+                let clock: Arc<dyn codemode::store::Clock> = Arc::new(codemode::store::SystemClock);
                 Some(Arc::new(auth::Authenticator::new(settings, clock).await?))
             }
             _ => None,

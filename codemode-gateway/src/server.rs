@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use codemode::vm::pool::WorkerCommand;
+use codemode::WorkerCommand;
 use codemode::{CodeMode, ExecOptions, RunScope};
 use codemode_bridge::{ApprovalDecision, CodeModeResult, ToolHost};
 use codemode_config::{Decision, EffectClass, Fallback, Policy};
@@ -197,17 +197,17 @@ impl Gateway {
         let definitions = own.with(upstream.tool_definitions());
         let host: Arc<dyn ToolHost> = Arc::new(codemode_mcp::WithServers::new(own.host.clone(), upstream.clone()));
         let mut builder = CodeMode::builder();
-        let mut shared: Option<Arc<dyn codemode::snapshot::FleetBackend>> = None;
+        let mut shared: Option<Arc<dyn codemode::store::FleetBackend>> = None;
         if let Some(store) = &config.store {
             // The state keys of `CODEMODE_STATE_KEY`/`CODEMODE_STATE_KEY_FILE` seal the rows, as they seal files.
-            let keys = codemode::snapshot::Keyring::from_env()
+            let keys = codemode::store::Keyring::from_env()
                 .map_err(|e| Error::Engine(format!("state keys: {e}")))?
                 .map(Arc::new);
             let options = PgOptions { lease_ms: store.lease_ms, ttl_ms: store.ttl_ms, keys, ..PgOptions::default() };
             let pg = PgStore::connect(&store.url, options)
                 .await
                 .map_err(|e| Error::Engine(format!("[store] url {}: {e}", redact_url(&store.url))))?;
-            let pg: Arc<dyn codemode::snapshot::FleetBackend> = Arc::new(pg);
+            let pg: Arc<dyn codemode::store::FleetBackend> = Arc::new(pg);
             shared = Some(pg.clone());
             builder = builder.store(pg);
         }
@@ -242,24 +242,24 @@ impl Gateway {
             .map_err(|e| Error::Engine(format!("{REQUEST_STATE_KEY_VAR}: {e} (fix: 64 or more hex digits)")))?;
         let console = match &config.console {
             Some(settings) => {
-                let ledger: Arc<dyn codemode::snapshot::FleetBackend> = match (&shared, &state_dir) {
+                let ledger: Arc<dyn codemode::store::FleetBackend> = match (&shared, &state_dir) {
                     (Some(shared), _) => shared.clone(),
                     (None, Some(dir)) => {
-                        let files = codemode::snapshot::FileBackend::open(dir.join("console"))
+                        let files = codemode::store::FileBackend::open(dir.join("console"))
                             .map_err(|e| Error::Engine(format!("the console's ledger in {}: {e}", dir.display())))?;
-                        let keys = codemode::snapshot::Keyring::from_env()
+                        let keys = codemode::store::Keyring::from_env()
                             .map_err(|e| Error::Engine(format!("state keys: {e}")))?
                             .map(Arc::new);
-                        Arc::new(codemode::snapshot::LocalFleet::directory(files.with_keys(keys)))
+                        Arc::new(codemode::store::LocalFleet::directory(files.with_keys(keys)))
                     }
-                    (None, None) => Arc::new(codemode::snapshot::LocalFleet::memory()),
+                    (None, None) => Arc::new(codemode::store::LocalFleet::memory()),
                 };
                 let console = Console::new(
                     settings.clone(),
                     ledger,
                     key,
                     config.approvals.webhook.clone(),
-                    Arc::new(codemode::snapshot::SystemClock),
+                    Arc::new(codemode::store::SystemClock),
                     std::time::Duration::from_secs(config.limits.snapshot_ttl_seconds),
                 )
                 .map_err(|e| Error::Engine(format!("{REQUEST_STATE_KEY_VAR}: {e}")))?;
@@ -273,7 +273,7 @@ impl Gateway {
                     .map(RequestRate::per_minute)
                     .or(auth.requests_per_hour.map(RequestRate::per_hour)),
                 auth.max_concurrent_runs,
-                Arc::new(codemode::snapshot::SystemClock),
+                Arc::new(codemode::store::SystemClock),
             ))
         });
         let activity_in_result = config.telemetry.activity;
@@ -441,7 +441,7 @@ impl Gateway {
                                  at once; call again when one of them has answered",
                                 too_many.max
                             ),
-                            codemode::telemetry::Telemetry::default(),
+                            codemode::Telemetry::default(),
                         );
                         return Ok(CallToolResponse::Complete(code_mode_result(&result, 0)));
                     }
@@ -831,8 +831,8 @@ const APPROVAL_PREVIEW_BYTES: usize = 1024;
 
 /// The system clock in epoch milliseconds, for the expiry of sealed direct-call approvals.
 fn now_ms() -> u64 {
-    use codemode::snapshot::Clock as _;
-    codemode::snapshot::SystemClock.now_ms()
+    use codemode::store::Clock as _;
+    codemode::store::SystemClock.now_ms()
 }
 
 /// The `_meta` key of an `exec`'s idempotency key.

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use codemode::snapshot::{FleetBackend, StoreError};
+use codemode::store::{FleetBackend, StoreError};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, DetailedTask, JsonObject, ServerNotification, Task,
     TaskPayload, TaskStatus, TaskStatusNotificationParams,

@@ -11,12 +11,12 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex, OnceLock};
 
-use codemode::bridge::{CallContext, ToolError};
-use codemode::vm::pool::WorkerCommand;
+use codemode::WorkerCommand;
 use codemode::{
     ApprovalDecision, ApprovalRequest, Approver, CodeMode, CodeModeResult, Confinement, ExecOptions, Limits, Policy,
     RunScope, ToolDefinition, ToolHost,
 };
+use codemode::{CallContext, ToolError};
 use codemode_mcp::{UpstreamManager, WithServers};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;

@@ -1,6 +1,6 @@
 //! The run as a sans-IO state machine: it takes events (worker messages, settlements, clock readings, deadline and
 //! death notices) and returns commands (send `Start`/`Settle`, dispatch a request, collect settlements, park,
-//! finish). No processes, tasks, timers or clocks live here; the driver in `run.rs` does that I/O.
+//! finish). No processes, tasks, timers or clocks live here; the driver in `run/` does that I/O.
 //!
 //! Invariant: every settlement sent to the worker is appended to the journal, in delivery order, before the `Settle`
 //! command is returned, so a checkpoint taken at any park replays to the same state. While a call waits for a

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use codemode::bridge::{CallContext, ToolError, ToolHost};
+use codemode::{CallContext, ToolError, ToolHost};
 use codemode::{CodeMode, CodeModeResult, Limits, RunScope, ToolDefinition};
 use serde_json::{Value, json};
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use codemode::bridge::{CallContext, ToolError, ToolHost};
+use codemode::{CallContext, ToolError, ToolHost};
 use codemode::{CodeMode, CodeModeResult, ExecOptions, Limits, RunScope, ToolDefinition};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};

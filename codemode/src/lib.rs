@@ -1,15 +1,17 @@
 //! Code mode for LLM agents: the model sees `exec` and `wait`; a model-written JavaScript (or TypeScript) program
 //! runs in a supervised worker process where every hidden tool is an async global.
 //!
-//! This facade composes the lower crates into [`CodeMode`] (`surface`, `exec`, `wait`, `abort`) and re-exports them
-//! à la carte. It builds the engine and checks the model's input through the surface; driving a run, dispatching its
-//! bridge requests and keeping its results is `codemode-run`'s (re-exported as [`run`]), and the only logic of its
-//! own besides the builder is activation (`activation`: whether code mode owns the tool surface). Invariant: guest
+//! This facade composes the lower crates into [`CodeMode`] (`surface`, `exec`, `wait`, `abort`) and exports what an
+//! embedder names: the engine and its builder, tool definitions and the host that runs them, results, limits,
+//! policy and approvals, activity, the worker processes, and the stores (in [`store`]); the lower crates themselves
+//! stay the workspace's own. It builds the engine and checks the model's input through the surface; driving a run,
+//! dispatching its bridge requests and keeping its results is `codemode-run`'s, and the only logic of its own besides
+//! the builder is activation (`activation`: whether code mode owns the tool surface). Invariant: guest
 //! failures come back as `failed` results, never as `Err`, and a suspended run is never dropped silently.
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use codemode::{CodeMode, RunScope, ToolDefinition, bridge::{CallContext, ToolError, ToolHost}};
+//! use codemode::{CallContext, CodeMode, RunScope, ToolDefinition, ToolError, ToolHost};
 //!
 //! struct Host;
 //! #[async_trait::async_trait]
@@ -41,42 +43,54 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-pub use codemode_bridge as bridge;
-pub use codemode_catalog as catalog;
-pub use codemode_config as config;
-pub use codemode_run as run;
-pub use codemode_snapshot as snapshot;
-pub use codemode_source as source;
-pub use codemode_surface as surface;
-pub use codemode_telemetry as telemetry;
-pub use codemode_vm as vm;
+// What an embedder names, and nothing else: the lower crates stay the workspace's own (ARCHITECTURE.md).
+
+// The engine and the model's tools.
+pub use activation::{ModelTools, model_tools};
+pub use codemode_catalog::{Catalog, CatalogError, ExecutionMode, ToolDefinition, ToolSource};
+pub use codemode_run::{RunOptions, RunScope};
+pub use codemode_surface::{Language, SurfaceError, ToolSpec};
+// The host that runs the tools.
+pub use codemode_bridge::{AbortSignal, CallContext, CallProgress, ProgressHook, ToolError, ToolHost};
+// What a cell or a wait returns.
+pub use codemode_bridge::{
+    CallCounts, CodeModeResult, Completed, EffectFacts, EffectStatus, ErrorCode, ErrorKind, Failed, FailurePhase,
+    OutputItem, PendingApproval, PendingToolCall, TRUNCATION_GUIDANCE, UNTRUSTED_WARNING, WaitReason, Waiting,
+    WriteEffect, model_text_of,
+};
+// Limits, policy and approvals.
+pub use codemode_bridge::{ApprovalDecision, ApprovalRequest, Approver};
+pub use codemode_config::{
+    ConfigError, Decision, EffectClass, Limits, Policy, Resolution, RunFacts, resolve, resolve_with_fallbacks,
+};
+// Activity, redaction and telemetry.
+pub use codemode_telemetry::{
+    Activity, ActivityEvent, ActivityHook, ActivityLimits, CallEffect, CallProgressEvent, CallRecord, CallStart,
+    CallStatus, CellStart, InputKind, Redactor, Telemetry,
+};
+// The worker processes.
+pub use codemode_snapshot::Keyring;
+pub use codemode_vm::confine::Confinement;
+pub use codemode_vm::pool::{PoolError, WorkerCommand};
+pub use codemode_vm::protocol::{FastPaths, PROTOCOL_VERSION};
 /// The worker's side: a binary that is its own worker calls [`worker::run_worker`] first thing in `main` and installs
 /// [`worker::CountingAlloc`] as its global allocator.
 pub use codemode_worker::worker;
 
-pub use activation::{ModelTools, model_tools};
-pub use codemode_bridge::{
-    ApprovalDecision, ApprovalRequest, Approver, CodeModeResult, EffectFacts, EffectStatus, ErrorCode, ErrorKind,
-    FailurePhase, OutputItem, PendingApproval, ToolHost, UNTRUSTED_WARNING, WriteEffect, model_text_of,
-};
-pub use codemode_catalog::{ExecutionMode, ToolDefinition, ToolSource};
-pub use codemode_config::{Decision, EffectClass, Limits, Policy};
-pub use codemode_run::RunScope;
-pub use codemode_snapshot::Keyring;
-pub use codemode_surface::{Language, ToolSpec};
-pub use codemode_telemetry::{
-    Activity, ActivityEvent, ActivityHook, ActivityLimits, CallEffect, CallRecord, CallStart, CallStatus, CellStart,
-    InputKind, Redactor,
-};
-pub use codemode_vm::confine::Confinement;
-pub use codemode_vm::protocol::FastPaths;
+/// Where suspended runs, session values and results are kept ([`CodeModeBuilder::store`],
+/// [`CodeModeBuilder::state_dir`]), and the clock their deadlines are read on ([`CodeModeBuilder::clock`]).
+pub mod store {
+    pub use codemode_snapshot::{
+        Accepted, Clock, DEFAULT_LEASE_MS, DEFAULT_MAX_SUSPENDED_RUNS, FileBackend, FleetBackend, FleetIdempotency,
+        FleetResults, FleetRuns, FleetSessions, KeyError, Keyring, LocalFleet, ManualClock, StoreError, SystemClock,
+    };
+}
 
-use codemode_bridge::{CallProgress, ProgressHook};
-use codemode_catalog::{Catalog, CatalogOptions};
+use codemode_catalog::CatalogOptions;
 use codemode_snapshot::{
     DEFAULT_MAX_SUSPENDED_RUNS, FileBackend, FleetBackend, LocalFleet, RunStore, SessionStore, SystemClock,
 };
-use codemode_vm::pool::{PoolConfig, WorkerCommand, WorkerPool};
+use codemode_vm::pool::{PoolConfig, WorkerPool};
 
 use codemode_run::Inner;
 
@@ -86,22 +100,22 @@ use codemode_run::Inner;
 pub enum Error {
     /// The tool catalog could not be built.
     #[error("the tool catalog could not be built: {0}")]
-    Catalog(#[from] codemode_catalog::CatalogError),
+    Catalog(#[from] CatalogError),
     /// No worker could be found or started; code mode fails closed.
     #[error("the code mode runtime cannot start: {0}")]
-    Runtime(#[from] codemode_vm::pool::PoolError),
+    Runtime(#[from] PoolError),
     /// The state directory could not be opened.
     #[error("the code mode state directory could not be opened: {0}")]
-    State(#[from] codemode_snapshot::StoreError),
+    State(#[from] store::StoreError),
     /// No tool host was given.
     #[error("a ToolHost is required: call CodeModeBuilder::host")]
     NoHost,
     /// The `tools.codeMode` config is invalid.
     #[error("invalid code mode config: {0}")]
-    Config(#[from] codemode_config::ConfigError),
+    Config(#[from] ConfigError),
     /// The provider payload broke the code mode contract; the run fails closed.
     #[error("code mode payload check failed: {0}")]
-    Surface(#[from] codemode_surface::SurfaceError),
+    Surface(#[from] SurfaceError),
 }
 
 /// A snapshot of what a [`CodeMode`] holds, for operators and tests.
@@ -222,7 +236,7 @@ impl CodeModeBuilder {
 
     /// The clock of deadlines, approval pauses, park times and run expiry (default: the system clock). Tests pass
     /// a [`ManualClock`](codemode_snapshot::ManualClock) to move time by hand.
-    pub fn clock(mut self, clock: Arc<dyn codemode_snapshot::Clock>) -> Self {
+    pub fn clock(mut self, clock: Arc<dyn store::Clock>) -> Self {
         self.clock = Some(clock);
         self
     }
@@ -479,6 +493,17 @@ impl CodeModeBuilder {
     }
 }
 
+/// The tool list the model would see for `tools` under `limits` (`exec`, `wait` and the direct-only tools), without
+/// starting an engine: what [`CodeMode::surface`] returns once one is built with them.
+///
+/// # Errors
+///
+/// [`Error::Catalog`] when the tools do not form a valid catalog.
+pub fn surface_of(tools: Vec<ToolDefinition>, limits: &Limits) -> Result<Vec<ToolSpec>, Error> {
+    let catalog = Catalog::build(tools, CatalogOptions::from_limits(limits))?;
+    Ok(codemode_surface::visible_tools(&catalog, limits))
+}
+
 /// Bytes of journal all live runs of one engine hold together by default.
 pub const DEFAULT_HOST_JOURNAL_BYTES: u64 = 256 * 1024 * 1024;
 
@@ -494,7 +519,7 @@ pub const DEFAULT_HOST_JOURNAL_BYTES: u64 = 256 * 1024 * 1024;
 pub struct Cell {
     title: String,
     code: String,
-    language: codemode_surface::Language,
+    language: Language,
     restart_safe: bool,
     await_results: bool,
 }
@@ -505,14 +530,14 @@ impl Cell {
         Cell {
             title: title.into(),
             code: code.into(),
-            language: codemode_surface::Language::JavaScript,
+            language: Language::JavaScript,
             restart_safe: false,
             await_results: false,
         }
     }
 
     /// Declares the program's language (TypeScript syntax is stripped either way).
-    pub fn language(mut self, language: codemode_surface::Language) -> Cell {
+    pub fn language(mut self, language: Language) -> Cell {
         self.language = language;
         self
     }
@@ -570,7 +595,7 @@ pub struct ExecOptions {
     /// answers to a parked run's pending approvals, the idempotency key, the activity hook, whether the result's JSON
     /// carries its activity and whether activity keeps a `wait` waiting. Set through the methods below; the facade
     /// fills in the title and a `wait`'s budget.
-    pub run: codemode_run::RunOptions,
+    pub run: RunOptions,
 }
 
 impl std::fmt::Debug for ExecOptions {
@@ -654,8 +679,8 @@ impl ExecOptions {
         self
     }
 
-    fn run_options(&self, title: Option<String>) -> codemode_run::RunOptions {
-        codemode_run::RunOptions { title, max_wait_ms: None, ..self.run.clone() }
+    fn run_options(&self, title: Option<String>) -> RunOptions {
+        RunOptions { title, max_wait_ms: None, ..self.run.clone() }
     }
 }
 

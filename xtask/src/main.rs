@@ -236,9 +236,12 @@ fn check_host_side_has_no_engine(packages: &[serde_json::Value], problems: &mut 
     }
 }
 
+/// The feature that needs the workspace's patched Boa (`[patch.crates-io]`), which a crates.io build does not have.
+const PATCHED_BOA: &str = "patched-boa";
+
 /// Every crate but [`UNPUBLISHED`] and the hakari crate can be published: a description, a license and a repository,
-/// no `publish = false`, and a version on each normal dependency on another workspace crate (cargo refuses a path
-/// without one). The unpublished ones say `publish = false`.
+/// no `publish = false`, a version on each normal dependency on another workspace crate (cargo refuses a path
+/// without one), and no [`PATCHED_BOA`] turned on in a normal dependency. The unpublished ones say `publish = false`.
 fn check_publishable(packages: &[serde_json::Value], problems: &mut Vec<String>) {
     for package in packages {
         let name = package["name"].as_str().unwrap_or_default();
@@ -261,6 +264,15 @@ fn check_publishable(packages: &[serde_json::Value], problems: &mut Vec<String>)
             }
         }
         let dependencies = package["dependencies"].as_array().into_iter().flatten();
+        for dep in dependencies.clone().filter(|d| d["kind"].is_null()) {
+            if dep["features"].as_array().is_some_and(|f| f.iter().any(|f| f == PATCHED_BOA)) {
+                let dep_name = dep["name"].as_str().unwrap_or_default();
+                problems.push(format!(
+                    "{name} turns on {dep_name}'s `{PATCHED_BOA}` in its dependency: a published crate must build \
+                     against crates.io's Boa, so leave it to a feature of its own (as codemode-cli's default does)"
+                ));
+            }
+        }
         for dep in dependencies.filter(|d| d["kind"].is_null() && d["path"].is_string()) {
             if dep["req"] == "*" {
                 let dep_name = dep["name"].as_str().unwrap_or_default();

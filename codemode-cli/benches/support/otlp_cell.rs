@@ -6,8 +6,8 @@ use std::net::TcpListener;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use codemode::bridge::{CallContext, ToolError, ToolHost};
-use codemode::vm::pool::WorkerCommand;
+use codemode::WorkerCommand;
+use codemode::{CallContext, ToolError, ToolHost};
 use codemode::{CodeMode, Limits, ToolDefinition};
 use serde_json::{Value, json};
 

@@ -11,7 +11,7 @@ use std::os::unix::fs::symlink;
 use std::path::Path;
 use std::time::Duration;
 
-use codemode::bridge::{CallContext, ToolError, ToolHost};
+use codemode::{CallContext, ToolError, ToolHost};
 use codemode_cli::host::{CliHost, tools};
 use serde_json::{Value, json};
 
@@ -209,7 +209,7 @@ fn a_read_whose_abort_signal_fired_stops() {
     file.write_all(b"first\n").expect("write");
     file.set_len(1 << 40).expect("a 1 TiB sparse file");
     let host = host(dir.path());
-    let (signal, fire) = codemode::bridge::AbortSignal::new();
+    let (signal, fire) = codemode::AbortSignal::new();
     let mut cx = cx();
     cx.abort = signal;
     drop(fire);

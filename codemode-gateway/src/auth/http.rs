@@ -296,7 +296,7 @@ mod tests {
             requests_per_hour: None,
             shares: crate::config::PrincipalShares::default(),
         };
-        let clock = Arc::new(codemode::snapshot::ManualClock::new(0));
+        let clock = Arc::new(codemode::store::ManualClock::new(0));
         let auth = Arc::new(Authenticator::new(&settings, clock.clone()).await.expect("authenticator"));
         let limits = Arc::new(PrincipalLimits::new(None, None, clock));
         let sessions = crate::auth::sessions::Sessions::new(4, std::time::Duration::from_secs(60));

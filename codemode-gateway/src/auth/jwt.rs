@@ -9,7 +9,7 @@
 use std::str::FromStr as _;
 use std::sync::Arc;
 
-use codemode::snapshot::Clock;
+use codemode::store::Clock;
 use jsonwebtoken::jwk::{AlgorithmParameters, Jwk};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::Value;
@@ -280,7 +280,7 @@ mod tests {
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    use codemode::snapshot::ManualClock;
+    use codemode::store::ManualClock;
     use jsonwebtoken::{EncodingKey, Header};
     use serde_json::json;
 

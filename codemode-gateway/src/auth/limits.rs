@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use codemode::snapshot::Clock;
+use codemode::store::Clock;
 
 const MINUTE_MS: u64 = 60_000;
 const HOUR_MS: u64 = 60 * MINUTE_MS;
@@ -158,7 +158,7 @@ impl PrincipalLimits {
 
 #[cfg(test)]
 mod tests {
-    use codemode::snapshot::ManualClock;
+    use codemode::store::ManualClock;
 
     use super::*;
 

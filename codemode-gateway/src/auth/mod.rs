@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use codemode::snapshot::Clock;
+use codemode::store::Clock;
 use sha2::{Digest, Sha256};
 
 use crate::Error;
@@ -231,7 +231,7 @@ mod tests {
             requests_per_hour: None,
             shares: crate::config::PrincipalShares::default(),
         };
-        let auth = Authenticator::new(&settings, Arc::new(codemode::snapshot::SystemClock)).await.expect("auth");
+        let auth = Authenticator::new(&settings, Arc::new(codemode::store::SystemClock)).await.expect("auth");
         let alice = auth.authenticate("alice").await.expect("alice's token");
         assert_eq!((alice.name.as_str(), alice.key.as_str()), ("alice", "token:alice"));
         assert_eq!(
@@ -239,7 +239,7 @@ mod tests {
             Err(Rejection::InvalidToken("the token is not one of this gateway's tokens".into()))
         );
         std::fs::write(&file, "alice sha256:xyz\n").expect("write");
-        let e = Authenticator::new(&settings, Arc::new(codemode::snapshot::SystemClock)).await.unwrap_err();
+        let e = Authenticator::new(&settings, Arc::new(codemode::store::SystemClock)).await.unwrap_err();
         assert!(e.to_string().contains("tokens.txt line 1: `sha256:xyz` is not 64 hex digits"), "{e}");
     }
 }

@@ -17,9 +17,9 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use codemode::bridge::{ApprovalDecision, CodeModeResult, PendingApproval};
-use codemode::snapshot::{Accepted, Clock, FleetBackend, StoreError};
-use codemode::telemetry::{ActivityEvent, CallEffect, CallRecord};
+use codemode::store::{Accepted, Clock, FleetBackend, StoreError};
+use codemode::{ActivityEvent, CallEffect, CallRecord};
+use codemode::{ApprovalDecision, CodeModeResult, PendingApproval};
 use rmcp::model::{RequestStateCodec, SealOptions};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

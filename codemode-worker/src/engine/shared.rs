@@ -15,19 +15,12 @@
 //! Without the feature (crates.io's Boa, which has no `with_realm`), every context parses and compiles the scripts
 //! itself.
 
-#[cfg(feature = "patched-boa")]
-use std::cell::RefCell;
-#[cfg(feature = "patched-boa")]
-use std::rc::Rc;
-
-#[cfg(feature = "patched-boa")]
-use boa_engine::context::ContextBuilder;
-use boa_engine::{Context, JsResult, JsValue, Script, Source};
+use boa_engine::{Context, JsResult, JsValue};
 
 /// Whether this build shares compiled scripts between realms (the `patched-boa` feature).
 pub const SHARED_SCRIPTS: bool = cfg!(feature = "patched-boa");
 
-/// A script compiled once per thread.
+/// A guest script every fresh realm runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Shared {
     /// `prelude.js`: evaluates to the prelude's function.
@@ -43,68 +36,77 @@ impl Shared {
             Shared::Extras => include_str!("extras.js"),
         }
     }
+}
 
+/// Evaluates `script` in `context`'s current realm: with `patched-boa`, its code compiled once on this thread;
+/// without, parsed and compiled in `context`.
+///
+/// # Errors
+///
+/// When the script throws (ours never do) or `context`'s instruction budget runs out.
+pub fn evaluate(script: Shared, context: &mut Context) -> JsResult<JsValue> {
     #[cfg(feature = "patched-boa")]
-    fn index(self) -> usize {
-        match self {
+    {
+        compiled::evaluate(script, context)
+    }
+    #[cfg(not(feature = "patched-boa"))]
+    {
+        boa_engine::Script::parse(boa_engine::Source::from_bytes(script.source()), None, context)?.evaluate(context)
+    }
+}
+
+/// The compiled scripts of each engine thread, run in other realms through the patched Boa's `Script::with_realm`.
+#[cfg(feature = "patched-boa")]
+mod compiled {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    use boa_engine::context::ContextBuilder;
+    use boa_engine::{Context, JsResult, JsValue, Script, Source};
+
+    use super::Shared;
+
+    /// This thread's compiled scripts. Leaked on purpose: the engine thread lives as long as its worker, and a `Gc`
+    /// must not be dropped by a thread-local destructor that may run after the thread's collector is gone.
+    struct Compiled {
+        scratch: Option<Context>,
+        scripts: [Option<Script>; 2],
+    }
+
+    thread_local! {
+        static COMPILED: &'static RefCell<Compiled> =
+            Box::leak(Box::new(RefCell::new(Compiled { scratch: None, scripts: [None, None] })));
+    }
+
+    fn index(script: Shared) -> usize {
+        match script {
             Shared::Prelude => 0,
             Shared::Extras => 1,
         }
     }
-}
 
-/// This thread's compiled scripts. Leaked on purpose: the engine thread lives as long as its worker, and a `Gc`
-/// must not be dropped by a thread-local destructor that may run after the thread's collector is gone.
-#[cfg(feature = "patched-boa")]
-struct Compiled {
-    scratch: Option<Context>,
-    scripts: [Option<Script>; 2],
-}
-
-#[cfg(feature = "patched-boa")]
-thread_local! {
-    static COMPILED: &'static RefCell<Compiled> =
-        Box::leak(Box::new(RefCell::new(Compiled { scratch: None, scripts: [None, None] })));
-}
-
-/// Evaluates `script` in `context`'s current realm, compiling it on this thread's first use.
-///
-/// # Errors
-///
-/// When the script throws (ours never do) or `context`'s instruction budget runs out.
-#[cfg(feature = "patched-boa")]
-pub fn evaluate(script: Shared, context: &mut Context) -> JsResult<JsValue> {
-    let compiled = COMPILED.with(|cell| compile_once(script, cell));
-    compiled?.with_realm(context.realm().clone())?.evaluate(context)
-}
-
-#[cfg(feature = "patched-boa")]
-fn compile_once(script: Shared, cell: &RefCell<Compiled>) -> JsResult<Script> {
-    let mut compiled = cell.borrow_mut();
-    if let Some(script) = &compiled.scripts[script.index()] {
-        return Ok(script.clone());
+    /// Evaluates `script` in `context`'s current realm, compiling it on this thread's first use.
+    pub(super) fn evaluate(script: Shared, context: &mut Context) -> JsResult<JsValue> {
+        let compiled = COMPILED.with(|cell| compile_once(script, cell));
+        compiled?.with_realm(context.realm().clone())?.evaluate(context)
     }
-    let Compiled { scratch, scripts } = &mut *compiled;
-    // The scratch context only parses and compiles; its realm's global scope stays empty, so the code resolves
-    // every global name at run time, in whichever realm runs it.
-    let scratch = match scratch {
-        Some(scratch) => scratch,
-        None => {
-            scratch.insert(ContextBuilder::new().module_loader(Rc::new(boa_engine::module::IdleModuleLoader)).build()?)
-        }
-    };
-    let parsed = Script::parse(Source::from_bytes(script.source()), None, scratch)?;
-    parsed.codeblock(scratch)?;
-    scripts[script.index()] = Some(parsed.clone());
-    Ok(parsed)
-}
 
-/// Evaluates `script` in `context`'s current realm, parsing and compiling it there.
-///
-/// # Errors
-///
-/// When the script throws (ours never do) or `context`'s instruction budget runs out.
-#[cfg(not(feature = "patched-boa"))]
-pub fn evaluate(script: Shared, context: &mut Context) -> JsResult<JsValue> {
-    Script::parse(Source::from_bytes(script.source()), None, context)?.evaluate(context)
+    fn compile_once(script: Shared, cell: &RefCell<Compiled>) -> JsResult<Script> {
+        let mut compiled = cell.borrow_mut();
+        if let Some(script) = &compiled.scripts[index(script)] {
+            return Ok(script.clone());
+        }
+        let Compiled { scratch, scripts } = &mut *compiled;
+        // The scratch context only parses and compiles; its realm's global scope stays empty, so the code resolves
+        // every global name at run time, in whichever realm runs it.
+        let scratch = match scratch {
+            Some(scratch) => scratch,
+            None => scratch
+                .insert(ContextBuilder::new().module_loader(Rc::new(boa_engine::module::IdleModuleLoader)).build()?),
+        };
+        let parsed = Script::parse(Source::from_bytes(script.source()), None, scratch)?;
+        parsed.codeblock(scratch)?;
+        scripts[index(script)] = Some(parsed.clone());
+        Ok(parsed)
+    }
 }

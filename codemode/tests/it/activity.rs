@@ -7,11 +7,11 @@
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use codemode::bridge::{CallContext, ToolError, ToolHost};
 use codemode::{
     Activity, ActivityEvent, CallEffect, CallStatus, CodeMode, CodeModeResult, ExecOptions, InputKind, Limits,
     Redactor, RunScope, ToolDefinition, ToolSource,
 };
+use codemode::{CallContext, ToolError, ToolHost};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -295,7 +295,7 @@ async fn another_process_resumes_with_the_record_and_finishes_interrupted_calls(
     drop(parker_host);
 
     let stored = std::fs::read(dir.path().join("runs").join(format!("{id}.json"))).expect("the checkpoint file");
-    let checkpoint = codemode::snapshot::Checkpoint::decode(&stored).expect("a plain checkpoint");
+    let checkpoint = codemode_snapshot::Checkpoint::decode(&stored).expect("a plain checkpoint");
     assert_eq!(checkpoint.activity.calls.len(), 1, "finished calls persist with the checkpoint");
     assert_eq!(checkpoint.activity.open.len(), 1, "the call in flight is kept open");
 

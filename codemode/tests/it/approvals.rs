@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use codemode::snapshot::{Clock, ManualClock};
+use codemode::store::{Clock, ManualClock};
 use codemode::{
     ApprovalDecision, ApprovalRequest, Approver, CodeMode, CodeModeResult, Decision, EffectClass, EffectStatus,
     ExecOptions, Limits, Policy, RunScope, ToolDefinition,
@@ -110,7 +110,7 @@ async fn wait(engine: &CodeMode, run_id: &str, options: &ExecOptions) -> CodeMod
     engine.wait_with(json!({ "runId": run_id }), RunScope::default(), options).await
 }
 
-fn waiting(result: &CodeModeResult) -> &codemode::bridge::Waiting {
+fn waiting(result: &CodeModeResult) -> &codemode::Waiting {
     match result {
         CodeModeResult::Waiting(w) => w,
         other => panic!("expected waiting, got {}", serde_json::to_string_pretty(other).unwrap()),
@@ -240,7 +240,7 @@ async fn a_deferred_approval_parks_the_run_until_a_wait_answers_it() {
     let code = "const a = await add({}); const e = await echo({ file: 'one' }); return { a, e }";
     let parked = exec(&engine, code, &deferring).await;
     let w = waiting(&parked);
-    assert_eq!(w.reason, codemode::bridge::WaitReason::Approval);
+    assert_eq!(w.reason, codemode::WaitReason::Approval);
     assert_eq!(w.pending_approvals.len(), 1);
     let pending = &w.pending_approvals[0];
     assert_eq!((pending.call_id.as_str(), pending.tool.as_str()), ("bridge:callValue:2", "echo"));
@@ -267,7 +267,7 @@ async fn fallback_park_parks_the_run_until_a_wait_carries_the_answer() {
         build(Setup { policy: Some(policy(json!({ "writes": "ask", "fallback": "park" }))), ..Setup::default() });
     let parked = exec(&engine, CATCH_ECHO, &ExecOptions::default()).await;
     let w = waiting(&parked);
-    assert_eq!(w.reason, codemode::bridge::WaitReason::Approval);
+    assert_eq!(w.reason, codemode::WaitReason::Approval);
     assert_eq!(w.pending_approvals.len(), 1);
     assert_eq!(calls(&host), 0, "nobody answered: the call did not run");
 

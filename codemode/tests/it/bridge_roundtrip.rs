@@ -101,7 +101,7 @@ fn a_result_over_max_output_bytes_arrives_as_a_truncation_marker() {
             assert_eq!(c.value[0], json!(true), "{}", c.value);
             let omitted = c.value[1].as_u64().expect("omittedBytes");
             assert!(omitted > 2 * 1024 * 1024 - max && omitted < 2 * 1024 * 1024, "{omitted}");
-            assert_eq!(c.value[2], json!(codemode::bridge::TRUNCATION_GUIDANCE));
+            assert_eq!(c.value[2], json!(codemode::TRUNCATION_GUIDANCE));
             assert!(c.value[3].as_u64().expect("a length") <= max, "the marker fits maxOutputBytes");
         }
         other => panic!("{other:?}"),

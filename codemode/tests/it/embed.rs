@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
-use codemode::vm::pool::{PoolError, WorkerCommand};
-use codemode::vm::protocol::PROTOCOL_VERSION;
+use codemode::PROTOCOL_VERSION;
 use codemode::{CodeMode, CodeModeResult, ErrorCode, RunScope};
+use codemode::{PoolError, WorkerCommand};
 use serde_json::{Value, json};
 
 use crate::support::TestHost;

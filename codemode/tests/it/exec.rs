@@ -212,7 +212,7 @@ async fn oversized_results_are_kept_for_results_load() {
 async fn activation_decides_the_payload_and_fails_closed() {
     let (engine, _) = engine();
     let tools = crate::support::tools();
-    let facts = codemode::config::RunFacts { model: "openai/gpt".into(), has_tools: true, ..Default::default() };
+    let facts = codemode::RunFacts { model: "openai/gpt".into(), has_tools: true, ..Default::default() };
     let on = json!({ "tools": { "codeMode": true } });
     let names = |m: &codemode::ModelTools| m.tools.iter().map(|s| s.name.clone()).collect::<Vec<_>>();
     let engaged = codemode::model_tools(&on, &facts, &tools, Ok(&engine)).unwrap();
@@ -455,13 +455,13 @@ struct Gate {
 }
 
 #[async_trait::async_trait]
-impl codemode::bridge::ToolHost for Gate {
+impl codemode::ToolHost for Gate {
     async fn call_tool(
         &self,
         tool: &str,
         _args: serde_json::Value,
-        _cx: codemode::bridge::CallContext,
-    ) -> Result<serde_json::Value, codemode::bridge::ToolError> {
+        _cx: codemode::CallContext,
+    ) -> Result<serde_json::Value, codemode::ToolError> {
         match tool {
             "gate" => {
                 self.entered.notify_one();

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use codemode::bridge::{CallContext, ToolError, ToolHost};
+use codemode::{CallContext, ToolError, ToolHost};
 use codemode::{CodeMode, Limits, ToolDefinition};
 use serde_json::{Value, json};
 

@@ -8,8 +8,8 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use codemode::bridge::{CallContext, ToolError, ToolHost};
-use codemode::snapshot::ManualClock;
+use codemode::store::ManualClock;
+use codemode::{CallContext, ToolError, ToolHost};
 use codemode::{CodeMode, CodeModeResult, Limits, RunScope};
 use serde_json::{Value, json};
 
@@ -79,7 +79,7 @@ async fn a_budget_that_passes_with_nothing_settled_returns_waiting() {
     let wait = engine.wait(json!({ "runId": run_id, "maxWaitMs": 200 }), RunScope::default()).await;
     match &wait {
         CodeModeResult::Waiting(w) => {
-            assert_eq!(w.reason, codemode::bridge::WaitReason::PendingTools, "{wait:?}");
+            assert_eq!(w.reason, codemode::WaitReason::PendingTools, "{wait:?}");
             assert_eq!(w.pending_tool_calls.len(), 1, "{wait:?}");
         }
         other => panic!("expected waiting, got {}", serde_json::to_string_pretty(other).unwrap()),

@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use codemode::bridge::{AbortSignal, CallContext, CallProgress, ToolError, ToolHost};
+use codemode::{AbortSignal, CallContext, CallProgress, ToolError, ToolHost};
 use codemode::{CodeMode, CodeModeResult, ErrorCode, ErrorKind, ExecutionMode, Limits, RunScope, ToolDefinition};
 use serde_json::{Value, json};
 use tokio::sync::{Barrier, Notify};
@@ -102,7 +102,7 @@ fn scope(session: &str) -> RunScope {
     }
 }
 
-fn failed(result: &CodeModeResult) -> &codemode::bridge::Failed {
+fn failed(result: &CodeModeResult) -> &codemode::Failed {
     match result {
         CodeModeResult::Failed(f) => f,
         other => panic!("expected failed, got {}", serde_json::to_string_pretty(other).unwrap()),

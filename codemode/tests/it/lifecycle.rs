@@ -214,7 +214,7 @@ async fn ending_a_session_ends_its_runs_and_cancels_their_calls_and_leaves_other
 #[tokio::test]
 async fn timers_that_came_due_while_parked_fire_in_their_order_after_a_restore() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let clock = Arc::new(codemode::snapshot::ManualClock::new(1_000_000));
+    let clock = Arc::new(codemode::store::ManualClock::new(1_000_000));
     let build = || {
         CodeMode::builder()
             .limits(Limits { timeout_ms: 5_000, ..Limits::default() })

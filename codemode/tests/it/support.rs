@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use codemode::bridge::{CallContext, ToolError, ToolHost};
+use codemode::{CallContext, ToolError, ToolHost};
 use codemode::{CodeMode, CodeModeResult, Limits, RunScope, ToolDefinition};
 use serde_json::{Value, json};
 

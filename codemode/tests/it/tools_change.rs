@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use codemode::bridge::{CallContext, ToolError, ToolHost};
-use codemode::snapshot::{Clock, ManualClock};
+use codemode::store::{Clock, ManualClock};
+use codemode::{CallContext, ToolError, ToolHost};
 use codemode::{CodeMode, CodeModeResult, Limits, RunScope, ToolDefinition};
 use serde_json::{Value, json};
 

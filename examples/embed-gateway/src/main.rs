@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use codemode::bridge::{CallContext, ToolError};
+use codemode::{CallContext, ToolError};
 use codemode::{ToolDefinition, ToolHost};
 use codemode_gateway::{GatewayBuilder, Listen, WORKER_ARG};
 use serde_json::{Value, json};

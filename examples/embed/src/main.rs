@@ -5,9 +5,7 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use codemode::bridge::{CallContext, ToolError};
-use codemode::vm::pool::WorkerCommand;
-use codemode::{CodeMode, RunScope, ToolDefinition, ToolHost};
+use codemode::{CallContext, CodeMode, RunScope, ToolDefinition, ToolError, ToolHost, WorkerCommand};
 use serde_json::{Value, json};
 
 // The worker counts the guest's allocations, so that `memoryLimitBytes` holds.
