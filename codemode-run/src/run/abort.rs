@@ -16,10 +16,12 @@ use super::{owner_of, scope_of, store_failure, telemetry, unknown_effects, with_
 
 /// How a wait in progress is stopped: send it the channel its final telemetry comes back on.
 pub(super) type StopWait = oneshot::Sender<oneshot::Sender<Telemetry>>;
+
 /// The waits in progress, by run id, with the owner of each run, so that [`abort`] can stop the one resuming its
 /// run.
 #[derive(Default)]
 pub struct Waits(Mutex<HashMap<String, (RunOwner, StopWait)>>);
+
 impl Waits {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (RunOwner, StopWait)>> {
         // Every critical section is one map operation, so a poisoned lock is consistent.
@@ -44,16 +46,19 @@ impl Waits {
         Some(telemetry)
     }
 }
+
 /// A wait's entry in [`Waits`], removed when the wait ends or is dropped.
 pub(super) struct Registered<'a> {
     waits: &'a Waits,
     run_id: String,
 }
+
 impl Drop for Registered<'_> {
     fn drop(&mut self) {
         self.waits.lock().remove(&self.run_id);
     }
 }
+
 /// `abort`: cancels pending host work and drops the run. A run being resumed by a `wait` is stopped there: the wait
 /// ends `aborted` too, and both carry the run's final telemetry.
 pub async fn abort(inner: Arc<Inner>, run_id: &str) -> CodeModeResult {
@@ -88,6 +93,7 @@ pub async fn abort(inner: Arc<Inner>, run_id: &str) -> CodeModeResult {
         Err(e) => store_failure(&inner, &unowned, &e),
     }
 }
+
 /// Ends every run of session `session` (its owner scope's key): each is aborted as [`abort`] does (calls in flight
 /// cancelled, its snapshot dropped, its worker released); returns how many were ended. For an owner that ends with
 /// its session; runs of an owner that outlives it (a principal, a shared store) are not ended.
@@ -102,6 +108,7 @@ pub async fn end_session(inner: Arc<Inner>, session: &str) -> Result<usize, Stor
     }
     Ok(runs.len())
 }
+
 /// Ends every run the agent run of `scope` (its `agent_run_id`, in its session) owns, as [`abort`] ends one; returns
 /// how many. A scope without an agent run owns none.
 ///

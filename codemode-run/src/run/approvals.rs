@@ -22,6 +22,7 @@ pub(crate) struct Notice {
     /// Whether the call is write-class.
     pub(crate) write: bool,
 }
+
 /// A nested call starting (`on`) or ending a wait for a person (an elicitation relayed by the host), sent by the
 /// call's [`PauseSink`](codemode_bridge::PauseSink) with the time it happened.
 #[derive(Debug)]
@@ -31,6 +32,7 @@ pub(crate) struct Hold {
     /// When (epoch ms, the engine's clock).
     pub(crate) at_ms: u64,
 }
+
 /// What a run keeps about approvals.
 pub(super) struct RunApprovals {
     /// The approver, answers and title of the current `exec` or `wait`.
@@ -47,6 +49,7 @@ pub(super) struct RunApprovals {
     pub(super) holds: mpsc::UnboundedSender<Hold>,
     pub(super) held: mpsc::UnboundedReceiver<Hold>,
 }
+
 impl RunApprovals {
     pub(super) fn new(options: RunOptions, approved: BTreeSet<String>) -> Self {
         let (notices, received) = mpsc::unbounded_channel();
@@ -62,6 +65,7 @@ impl RunApprovals {
         }
     }
 }
+
 /// The parts of a run's approvals that dispatch reads.
 pub(crate) struct ApprovalParts<'a> {
     pub(crate) approver: &'a Option<Arc<dyn Approver>>,
@@ -73,6 +77,7 @@ pub(crate) struct ApprovalParts<'a> {
     /// Where a call's pause sink sends its holds, and the clock that dates them.
     pub(crate) holds: (&'a mpsc::UnboundedSender<Hold>, &'a Arc<dyn Clock>),
 }
+
 /// Hands the machine the approval decisions that arrived. A call's task sends its decision before it ends, so
 /// taking them before each settlement keeps a decision ahead of its call's settlement.
 pub(super) fn take_notices(run: &mut LiveRun) {

@@ -20,11 +20,13 @@ use super::{Cell, LiveRun, Refusal, RunParts, Stop, complete, fail};
 
 /// A dispatched request until its settlement is delivered: method, argument digest, and its task while it runs.
 pub(crate) type Pending = (BridgeMethod, u64, Option<AbortHandle>);
+
 /// Where dispatch records a request: its method and digest in the machine, its task (if any) in the driver.
 pub(crate) struct PendingSink<'a> {
     pub(super) methods: &'a mut BTreeMap<u32, (BridgeMethod, u64)>,
     pub(super) handles: &'a mut BTreeMap<u32, AbortHandle>,
 }
+
 impl PendingSink<'_> {
     /// Records request `id`.
     pub(crate) fn insert(&mut self, id: u32, (method, digest, handle): Pending) {
@@ -34,18 +36,21 @@ impl PendingSink<'_> {
         }
     }
 }
+
 /// Carries out the machine's commands until the run stops, then records the calls settled at once not yet recorded.
 pub(super) async fn drive(inner: &Arc<Inner>, run: &mut LiveRun, slot: &mut Option<Slot<LiveRun>>) -> Stop {
     let stop = drive_commands(inner, run, slot).await;
     record_settled(run);
     stop
 }
+
 /// Records the spans and metrics of the calls settled at once since the last time.
 pub(super) fn record_settled(run: &mut LiveRun) {
     for settled in run.settled.drain(..) {
         settled.record();
     }
 }
+
 pub(super) async fn drive_commands(inner: &Arc<Inner>, run: &mut LiveRun, slot: &mut Option<Slot<LiveRun>>) -> Stop {
     loop {
         let Some(command) = run.machine.poll() else {
@@ -176,6 +181,7 @@ pub(super) async fn drive_commands(inner: &Arc<Inner>, run: &mut LiveRun, slot: 
         }
     }
 }
+
 /// Gathers settled host work as [`Command::Collect`] asks, then reports the clock to the machine.
 pub(super) async fn collect(inner: &Inner, run: &mut LiveRun, until_ms: Option<u64>, drain: bool) {
     let since_ms = inner.clock.now_ms();
@@ -229,6 +235,7 @@ pub(super) async fn collect(inner: &Inner, run: &mut LiveRun, until_ms: Option<u
     take_notices(run);
     run.machine.handle(Event::Collected { since_ms, now_ms: inner.clock.now_ms(), timed_out, idle });
 }
+
 pub(super) fn accept(inner: &Inner, run: &mut LiveRun, joined: Result<Settlement, tokio::task::JoinError>) {
     take_notices(run);
     match joined {
@@ -250,6 +257,7 @@ pub(super) fn accept(inner: &Inner, run: &mut LiveRun, joined: Result<Settlement
         }
     }
 }
+
 /// Records call `id` as finished if the machine took its settlement (a deferred approval's is dropped: the call
 /// waits in the run).
 pub(super) fn settled(inner: &Inner, run: &mut LiveRun, id: u32) {

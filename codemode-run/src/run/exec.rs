@@ -24,6 +24,7 @@ use super::{LiveRun, Stop, cell_limits, input_failure, message_cap, owner_of, sc
 pub async fn exec(inner: Arc<Inner>, input: ExecInput, scope: RunScope) -> CodeModeResult {
     exec_with(inner, input, scope, RunOptions::default()).await
 }
+
 /// [`exec`] with the call's approver and title.
 pub async fn exec_with(inner: Arc<Inner>, input: ExecInput, scope: RunScope, options: RunOptions) -> CodeModeResult {
     let span = crate::trace::run_span("exec");
@@ -39,6 +40,7 @@ pub async fn exec_with(inner: Arc<Inner>, input: ExecInput, scope: RunScope, opt
     }
     result
 }
+
 pub(super) async fn exec_run(
     inner: Arc<Inner>,
     input: ExecInput,
@@ -113,6 +115,7 @@ pub(super) async fn exec_run(
     // The run takes a place under the cap of suspended runs only when it first dispatches host work.
     finish(inner, run, None).await
 }
+
 /// Drives the run until it ends or parks, then returns the result (parking it in the store if needed). `slot` is
 /// the run's place under the cap: a resumed run's, or `None` until the run first dispatches host work.
 pub(super) async fn finish(inner: Arc<Inner>, mut run: LiveRun, mut slot: Option<Slot<LiveRun>>) -> CodeModeResult {
@@ -129,6 +132,7 @@ pub(super) async fn finish(inner: Arc<Inner>, mut run: LiveRun, mut slot: Option
         Stop::Park(reason) => Box::pin(park(inner, run, slot, reason)).await,
     }
 }
+
 /// `result` with the activity of the cell that ended it (calls still open were cancelled with the run's tasks),
 /// after what the run leaves in the store: the values `results.load` will read (on any replica), and the result
 /// under the idempotency key of the `exec` that started it.

@@ -28,6 +28,7 @@ pub fn start_sweeper(inner: &Arc<Inner>, live_window: Duration) {
         }
     });
 }
+
 /// Listens for runs changed by another process sharing the store (a wake-up): a run this process holds parked at
 /// an older generation, or one that is gone, drops its live worker at once instead of at its next `wait` or TTL.
 /// It stops when the engine is dropped.

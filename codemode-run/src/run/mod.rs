@@ -51,6 +51,7 @@ pub trait Cell: Send {
     /// Reads the cell's next message, or how its process ended.
     fn recv(&mut self) -> impl Future<Output = Result<WorkerMessage, Death>> + Send;
 }
+
 impl Cell for WorkerProcess {
     async fn send(&mut self, message: &HostMessage) -> Result<(), String> {
         WorkerProcess::send(self, message).await.map_err(|e| e.to_string())
@@ -60,6 +61,7 @@ impl Cell for WorkerProcess {
         WorkerProcess::recv(self).await
     }
 }
+
 /// A run as it lives between calls: its machine, plus the live worker and in-flight host work.
 pub struct LiveRun {
     run_id: String,
@@ -95,14 +97,17 @@ pub struct LiveRun {
     /// The callable names the program was given, kept with the checkpoint: a resume installs these.
     projection: Arc<Projection>,
 }
+
 /// The untrusted-content notice, when the run read MCP content; on completed and failed results alike.
 fn untrusted_warnings(untrusted: bool) -> Vec<String> {
     if untrusted { vec![codemode_bridge::UNTRUSTED_WARNING.to_owned()] } else { Vec::new() }
 }
+
 enum Stop {
     Done(Box<CodeModeResult>),
     Park(WaitReason),
 }
+
 fn owner_of(scope: &RunScope) -> RunOwner {
     RunOwner {
         session_id: scope.session_id.clone(),
@@ -110,6 +115,7 @@ fn owner_of(scope: &RunScope) -> RunOwner {
         agent_run_id: scope.agent_run_id.clone(),
     }
 }
+
 /// The telemetry of a result: counters are the cumulative totals of the caller's catalog scope.
 pub(crate) fn telemetry(inner: &Inner, scope: &CatalogScope) -> Telemetry {
     let counters = scope.counters();
@@ -123,15 +129,18 @@ pub(crate) fn telemetry(inner: &Inner, scope: &CatalogScope) -> Telemetry {
         visible_tools: vec!["exec".into(), "wait".into()],
     }
 }
+
 /// The catalog scope of `scope`'s caller.
 fn scope_of(inner: &Inner, scope: &RunScope) -> Arc<CatalogScope> {
     inner.scopes.get(&owner_of(scope), &inner.catalog)
 }
+
 /// A `failed` result for input the surface or the source check refused.
 pub fn input_failure(inner: &Inner, scope: &RunScope, message: String) -> CodeModeResult {
     let telemetry = telemetry(inner, &scope_of(inner, scope));
     CodeModeResult::failed(ErrorCode::InvalidInput, FailurePhase::Input, message, telemetry)
 }
+
 fn cell_limits(inner: &Inner) -> CellLimits {
     CellLimits {
         max_pending: inner.limits.max_pending_tool_calls,
@@ -140,6 +149,7 @@ fn cell_limits(inner: &Inner) -> CellLimits {
         max_request_bytes: inner.limits.inbox_bytes().min(4 * 1024 * 1024),
     }
 }
+
 /// The longest message the host reads from a run's worker: a report releasing `max_pending` requests of
 /// `max_request_bytes` each, plus 16 MiB for a final value (the worker cuts it at 8 MiB) and framing. A single
 /// output item is bounded by the same cap; one longer fails the run with `output_limit_exceeded`.
@@ -147,12 +157,14 @@ fn message_cap(limits: &CellLimits) -> usize {
     let requests = u64::from(limits.max_pending).saturating_mul(limits.max_request_bytes);
     usize::try_from(requests.saturating_add(16 * 1024 * 1024)).unwrap_or(usize::MAX)
 }
+
 impl LiveRun {
     /// Whether the run keeps a worker process.
     pub fn holds_worker(&self) -> bool {
         self.worker.is_some()
     }
 }
+
 /// `result` with the host's effect facts (a failed or completed result).
 fn with_effects(mut result: CodeModeResult, facts: EffectFacts) -> CodeModeResult {
     match &mut result {
@@ -162,10 +174,12 @@ fn with_effects(mut result: CodeModeResult, facts: EffectFacts) -> CodeModeResul
     }
     result
 }
+
 /// The facts of a result whose run the host no longer has: it cannot vouch that no write happened.
 fn unknown_effects() -> EffectFacts {
     EffectFacts { mutation_free: false, ..EffectFacts::default() }
 }
+
 /// The result of a cell its caller cancelled: dropping the run killed its worker and aborted its tool calls.
 pub fn cancelled(inner: &Inner, scope: &RunScope) -> CodeModeResult {
     let result = CodeModeResult::failed(
@@ -176,6 +190,7 @@ pub fn cancelled(inner: &Inner, scope: &RunScope) -> CodeModeResult {
     );
     with_effects(result, unknown_effects())
 }
+
 /// A `wait` or `abort` the store refused: the run (if any) did not run in this call, but its earlier calls may
 /// have written, so the result does not claim `mutationFree`.
 fn store_failure(inner: &Inner, scope: &RunScope, error: &StoreError) -> CodeModeResult {
@@ -185,6 +200,7 @@ fn store_failure(inner: &Inner, scope: &RunScope, error: &StoreError) -> CodeMod
         unknown_effects(),
     )
 }
+
 fn fail(
     inner: &Inner,
     run: &mut LiveRun,
@@ -209,6 +225,7 @@ fn fail(
         activity: None,
     })
 }
+
 fn complete(inner: &Inner, run: &mut LiveRun, value: Value) -> CodeModeResult {
     let machine = &mut run.machine;
     let output = machine.budget.deliver(std::mem::take(&mut machine.new_output));
@@ -229,6 +246,7 @@ fn complete(inner: &Inner, run: &mut LiveRun, value: Value) -> CodeModeResult {
     let telemetry = telemetry(inner, &run.scope);
     CodeModeResult::Completed(Completed { value, warnings, output, effects, telemetry, activity: None })
 }
+
 /// The parts of a run that dispatch needs.
 pub(crate) struct RunParts<'a> {
     pub(crate) run_id: &'a str,
@@ -265,5 +283,6 @@ pub(crate) struct RunParts<'a> {
     /// Redacts what people are shown (approval and effect previews).
     pub(crate) redactor: &'a codemode_telemetry::Redactor,
 }
+
 /// A request the host refuses outright fails the whole cell: `(code, phase, message)`.
 pub(crate) struct Refusal(pub ErrorCode, pub FailurePhase, pub String);

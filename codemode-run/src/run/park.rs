@@ -32,6 +32,7 @@ use super::{
 
 /// How long a parked run may keep its worker before the pool starts a replacement.
 pub(super) const REPLENISH_AFTER_PARK: Duration = Duration::from_millis(50);
+
 /// The checkpoint of a run as it stands: its journal and everything else a replay needs. The writes' previews are
 /// rendered here, once each: later checkpoints and the run's result reuse them.
 pub(super) fn checkpoint_of(inner: &Inner, run: &mut LiveRun, reason: WaitReason) -> Checkpoint {
@@ -76,6 +77,7 @@ pub(super) fn checkpoint_of(inner: &Inner, run: &mut LiveRun, reason: WaitReason
     checkpoint.projection = Some(Projection::clone(&run.projection));
     checkpoint
 }
+
 /// Before a resumed run in a shared store dispatches `request`, writes the run's checkpoint with that request in
 /// flight (under its claim): if this replica dies while the request runs, the replica that takes the run over
 /// settles it as `interrupted` instead of running it again. `Err` when the claim was lost to another replica.
@@ -97,6 +99,7 @@ pub(super) async fn record_dispatch(
     });
     inner.runs.record(slot, checkpoint, &inner.limits).await
 }
+
 pub(super) fn release_worker(inner: &Inner, run: &mut LiveRun) {
     match run.worker.take() {
         Some(worker) if run.machine.cell_reusable() => inner.pool.checkin(worker),
@@ -105,6 +108,7 @@ pub(super) fn release_worker(inner: &Inner, run: &mut LiveRun) {
     }
     run.in_flight.abort_all();
 }
+
 pub(super) async fn park(
     inner: Arc<Inner>,
     mut run: LiveRun,
@@ -192,6 +196,7 @@ pub(super) async fn park(
         }),
     }
 }
+
 /// `wait`: resumes a parked run, live when its worker is still attached, by replay otherwise.
 ///
 /// A wait that cannot resume the run (another scope, another catalog) leaves it parked. Dropping the returned future
@@ -200,6 +205,7 @@ pub(super) async fn park(
 pub async fn wait(inner: Arc<Inner>, run_id: &str, scope: RunScope) -> CodeModeResult {
     wait_with(inner, run_id, scope, RunOptions::default()).await
 }
+
 /// [`wait`] with the call's approver and the answers to the run's pending approvals.
 pub async fn wait_with(inner: Arc<Inner>, run_id: &str, scope: RunScope, options: RunOptions) -> CodeModeResult {
     let span = crate::trace::run_span("wait");
@@ -213,6 +219,7 @@ pub async fn wait_with(inner: Arc<Inner>, run_id: &str, scope: RunScope, options
     }
     result
 }
+
 pub(super) async fn wait_run(
     inner: Arc<Inner>,
     run_id: &str,
@@ -349,6 +356,7 @@ pub(super) async fn wait_run(
         Stop::Park(reason) => Box::pin(park(inner.clone(), run, slot, reason)).await,
     }
 }
+
 /// Whether a parked run may resume under this engine's catalog: always under the catalog it parked under; under
 /// another (tools added, removed or changed since), only while every tool it called exists with the same contract,
 /// since a replay or the rest of the program would otherwise meet a tool it was not written for. Tools it has not
@@ -367,12 +375,14 @@ pub(super) fn resumable_under(inner: &Inner, checkpoint: &Checkpoint) -> Result<
     }
     Ok(())
 }
+
 /// The catalog entry of an MCP tool by its callable name `MCP.<server>.<tool>`.
 pub(super) fn mcp_entry<'a>(inner: &'a Inner, callable: &str) -> Option<&'a codemode_catalog::CatalogEntry> {
     let rest = callable.strip_prefix("MCP.")?;
     let (global, js_name) = rest.split_once('.')?;
     inner.catalog.mcp_tool(global, js_name)
 }
+
 /// The error an authenticated caller sees: another owner's run reads as an unknown one, and so does a run being
 /// resumed by a wait that is not the caller's own (a run in the instant between its claim and its wait's
 /// registration reads as unknown too). Callers without authentication keep the seed's messages.
@@ -392,6 +402,7 @@ pub(super) fn concealed(
         other => other,
     }
 }
+
 /// Ends a wait whose run was aborted: kills its worker, cancels its host work and hands the final telemetry to the
 /// [`abort`] that asked (the run's slot is freed as the caller drops it).
 pub(super) async fn aborted_during_wait(
