@@ -16,7 +16,7 @@ fi
 # CODEMODE_PY_WORKER names one already built (scripts/test.sh passes the workspace build's); otherwise it is built.
 worker=${CODEMODE_PY_WORKER:-}
 if [ -z "$worker" ]; then
-  cargo build --profile "$profile" -p codemode-worker --bin codemode-worker
+  cargo build --profile "$profile" -p codemode-worker --features patched-boa --bin codemode-worker
   worker="target/$out/codemode-worker"
 fi
 install -m 755 "$worker" codemode-python/python/codemode/codemode-worker

@@ -8,8 +8,8 @@
 //!
 //! Target (issue 19): throughput does not fall as clients grow from 8 to 32, and no cell waits for a spawn once
 //! the load is steady. Run: `cargo bench -p codemode --bench concurrency` (build `codemode-worker` first:
-//! `cargo build --release -p codemode-worker --bin codemode-worker`). `CODEMODE_BENCH_SECONDS` (default 5) sets each
-//! measurement's length, `CODEMODE_BENCH_CLIENTS` (default `1,8,16,32`) the client counts, and
+//! `cargo build --release -p codemode-worker --features patched-boa --bin codemode-worker`).
+//! `CODEMODE_BENCH_SECONDS` (default 5) sets each measurement's length, `CODEMODE_BENCH_CLIENTS` (default `1,8,16,32`) the client counts, and
 //! `CODEMODE_BENCH_CODE` the cell (default `return 1+1`).
 
 use std::sync::Arc;

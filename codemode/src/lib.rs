@@ -68,8 +68,9 @@ pub use codemode_telemetry::{
     Activity, ActivityEvent, ActivityHook, ActivityLimits, CallEffect, CallProgressEvent, CallRecord, CallStart,
     CallStatus, CellStart, InputKind, Redactor, Telemetry,
 };
-// The worker processes.
+// The keys that seal the state directory.
 pub use codemode_snapshot::Keyring;
+// The worker processes.
 pub use codemode_vm::confine::Confinement;
 pub use codemode_vm::pool::{PoolError, WorkerCommand};
 pub use codemode_vm::protocol::{FastPaths, PROTOCOL_VERSION};
