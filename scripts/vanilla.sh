@@ -23,9 +23,15 @@ git ls-files -z --cached --others --exclude-standard -- . ':!mcp-servers' |
 sed -i '/^boa_string = { path = "vendor\/boa_string" }$/d; /^boa_engine = { path = "vendor\/boa_engine" }$/d' "$src/Cargo.toml"
 sed -i 's/features = \["engine-api", "confine-probe", "patched-boa"\]/features = ["engine-api", "confine-probe"]/' \
   "$src/codemode-worker/Cargo.toml"
+# The copy's own crates at another version: cargo hashes a workspace crate by its path inside the workspace, so at
+# the same version the copy's builds would overwrite the tests' build of every workspace crate in the shared target
+# folder (and the next build of this tree would compile them all again).
+sed -i 's/^version = "0.1.0"$/version = "0.1.1"/; s/{ version = "0.1.0", path = /{ version = "0.1.1", path = /' \
+  "$src/Cargo.toml" "$src/workspace-hack/Cargo.toml"
 # Each edit must have happened: a manifest that moved on would otherwise test the patched build twice.
-if grep -q '^boa_[a-z]* = { path = "vendor/' "$src/Cargo.toml" || grep -q '"patched-boa"\]' "$src/codemode-worker/Cargo.toml"; then
-  echo "scripts/vanilla.sh: the copy still names the patched Boa; update its edits" >&2
+if grep -q '^boa_[a-z]* = { path = "vendor/' "$src/Cargo.toml" || grep -q '"patched-boa"\]' "$src/codemode-worker/Cargo.toml" ||
+  grep -q '"0.1.0"' "$src/Cargo.toml" "$src/workspace-hack/Cargo.toml"; then
+  echo "scripts/vanilla.sh: the copy's manifests are not as this script expects; update its edits" >&2
   exit 1
 fi
 # The tests' worker, kept aside: the copy's build writes its own worker to the same path.
