@@ -26,8 +26,8 @@ pub use activity::ActivityConfig;
 pub use projection::{guest_globals, projected_globals, projection_of};
 pub use results::ResultStore;
 pub use run::{
-    Cell, LiveRun, Waits, abort, cancelled, end_agent_run, end_session, exec, exec_with, input_failure, start_listener,
-    start_sweeper, wait, wait_with,
+    Cell, LiveRun, Waits, abort, cancelled, end_agent_run, end_session, exec, exec_on, exec_with, input_failure,
+    start_listener, start_sweeper, wait, wait_with,
 };
 pub use scope::{CatalogScope, CatalogScopes, MAX_SCOPES};
 

@@ -80,7 +80,7 @@ pub(crate) struct ApprovalParts<'a> {
 
 /// Hands the machine the approval decisions that arrived. A call's task sends its decision before it ends, so
 /// taking them before each settlement keeps a decision ahead of its call's settlement.
-pub(super) fn take_notices(run: &mut LiveRun) {
+pub(super) fn take_notices<C>(run: &mut LiveRun<C>) {
     while let Ok(notice) = run.approvals.received.try_recv() {
         run.machine.approval_decided(notice.id, notice.decision, notice.at_ms, notice.write);
     }

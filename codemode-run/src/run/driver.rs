@@ -38,20 +38,24 @@ impl PendingSink<'_> {
 }
 
 /// Carries out the machine's commands until the run stops, then records the calls settled at once not yet recorded.
-pub(super) async fn drive(inner: &Arc<Inner>, run: &mut LiveRun, slot: &mut Option<Slot<LiveRun>>) -> Stop {
+pub(super) async fn drive<C: Cell>(inner: &Arc<Inner>, run: &mut LiveRun<C>, slot: &mut Option<Slot<LiveRun>>) -> Stop {
     let stop = drive_commands(inner, run, slot).await;
     record_settled(run);
     stop
 }
 
 /// Records the spans and metrics of the calls settled at once since the last time.
-pub(super) fn record_settled(run: &mut LiveRun) {
+pub(super) fn record_settled<C>(run: &mut LiveRun<C>) {
     for settled in run.settled.drain(..) {
         settled.record();
     }
 }
 
-pub(super) async fn drive_commands(inner: &Arc<Inner>, run: &mut LiveRun, slot: &mut Option<Slot<LiveRun>>) -> Stop {
+pub(super) async fn drive_commands<C: Cell>(
+    inner: &Arc<Inner>,
+    run: &mut LiveRun<C>,
+    slot: &mut Option<Slot<LiveRun>>,
+) -> Stop {
     loop {
         let Some(command) = run.machine.poll() else {
             return Stop::Done(Box::new(fail(
@@ -183,7 +187,7 @@ pub(super) async fn drive_commands(inner: &Arc<Inner>, run: &mut LiveRun, slot: 
 }
 
 /// Gathers settled host work as [`Command::Collect`] asks, then reports the clock to the machine.
-pub(super) async fn collect(inner: &Inner, run: &mut LiveRun, until_ms: Option<u64>, drain: bool) {
+pub(super) async fn collect<C>(inner: &Inner, run: &mut LiveRun<C>, until_ms: Option<u64>, drain: bool) {
     let since_ms = inner.clock.now_ms();
     let mut timed_out = false;
     let mut idle = false;
@@ -236,7 +240,7 @@ pub(super) async fn collect(inner: &Inner, run: &mut LiveRun, until_ms: Option<u
     run.machine.handle(Event::Collected { since_ms, now_ms: inner.clock.now_ms(), timed_out, idle });
 }
 
-pub(super) fn accept(inner: &Inner, run: &mut LiveRun, joined: Result<Settlement, tokio::task::JoinError>) {
+pub(super) fn accept<C>(inner: &Inner, run: &mut LiveRun<C>, joined: Result<Settlement, tokio::task::JoinError>) {
     take_notices(run);
     match joined {
         Ok(settlement) => {
@@ -260,7 +264,7 @@ pub(super) fn accept(inner: &Inner, run: &mut LiveRun, joined: Result<Settlement
 
 /// Records call `id` as finished if the machine took its settlement (a deferred approval's is dropped: the call
 /// waits in the run).
-pub(super) fn settled(inner: &Inner, run: &mut LiveRun, id: u32) {
+pub(super) fn settled<C>(inner: &Inner, run: &mut LiveRun<C>, id: u32) {
     if let Some(settlement) = run.machine.ready.iter().rev().find(|s| s.id == id) {
         let recorded = run.machine.effect_of(id, &settlement.value);
         run.activity.finished(id, &settlement.value, inner.clock.now_ms(), recorded);

@@ -8,6 +8,7 @@ use codemode_bridge::{CodeModeResult, ErrorCode, FailurePhase};
 use codemode_snapshot::Slot;
 use codemode_telemetry::span::Span;
 use codemode_telemetry::{ActivityLog, InputKind};
+use codemode_vm::pool::WorkerProcess;
 use tokio::task::JoinSet;
 
 use crate::activity::Recorder;
@@ -18,7 +19,7 @@ use super::approvals::RunApprovals;
 use super::driver::drive;
 use super::idempotency;
 use super::park::{park, release_worker};
-use super::{LiveRun, Stop, cell_limits, input_failure, message_cap, owner_of, scope_of, telemetry};
+use super::{Cell, LiveRun, Stop, cell_limits, input_failure, message_cap, owner_of, scope_of, telemetry};
 
 /// `exec`: checks the source, starts a worker and drives the run (the surface validated `input`).
 pub async fn exec(inner: Arc<Inner>, input: ExecInput, scope: RunScope) -> CodeModeResult {
@@ -34,19 +35,35 @@ pub async fn exec_with(inner: Arc<Inner>, input: ExecInput, scope: RunScope, opt
     // Boxed: the run's future holds the whole driver (tens of KB), and every move of an unboxed one (into a
     // spawned task, through each caller's own future) is a memcpy of all of it: 70% of the host's instructions per
     // trivial cell before (PERFORMANCE-NOTES.md, "The per-cell path").
-    let result = Box::pin(exec_run(inner, input, scope, options, &span)).await;
+    let result = Box::pin(exec_run(inner, input, scope, options, &span, None::<WorkerProcess>)).await;
     if let Some(redactor) = redactor {
         crate::trace::finish_run(&span, "exec", started, &result, &redactor);
     }
     result
 }
 
-pub(super) async fn exec_run(
+/// [`exec_with`] over `cell` instead of a worker from the pool: a test drives the run's driver, dispatch and
+/// stores with a scripted fake. A run that parks leaves a cell that is not a worker process behind and resumes by
+/// replay.
+pub async fn exec_on<C: Cell>(
+    inner: Arc<Inner>,
+    input: ExecInput,
+    scope: RunScope,
+    options: RunOptions,
+    cell: C,
+) -> CodeModeResult {
+    let span = crate::trace::run_span("exec");
+    Box::pin(exec_run(inner, input, scope, options, &span, Some(cell))).await
+}
+
+/// Runs `input` in `cell`, or in a worker checked out of the pool when `None`.
+pub(super) async fn exec_run<C: Cell>(
     inner: Arc<Inner>,
     input: ExecInput,
     scope: RunScope,
     options: RunOptions,
     span: &Span,
+    cell: Option<C>,
 ) -> CodeModeResult {
     let prepared = match codemode_source::prepare(&input.code) {
         Ok(prepared) => prepared,
@@ -60,23 +77,46 @@ pub(super) async fn exec_run(
     {
         return answer;
     }
-    let worker = match inner.pool.checkout_admitted().await {
+    let begun = Begun { source: prepared.js, typescript, run_id, idempotency };
+    if let Some(cell) = cell {
+        return start(inner, input, scope, options, span, begun, cell).await;
+    }
+    match inner.pool.checkout_admitted().await {
         Ok(mut worker) => {
             worker.set_max_message_bytes(message_cap(&cell_limits(&inner)));
-            worker
+            start(inner, input, scope, options, span, begun, worker).await
         }
-        Err(e) => {
-            return CodeModeResult::failed(
-                ErrorCode::RuntimeUnavailable,
-                FailurePhase::Host,
-                format!("code mode runtime unavailable: {e}"),
-                telemetry(&inner, &scope_of(&inner, &scope)),
-            );
-        }
-    };
+        Err(e) => CodeModeResult::failed(
+            ErrorCode::RuntimeUnavailable,
+            FailurePhase::Host,
+            format!("code mode runtime unavailable: {e}"),
+            telemetry(&inner, &scope_of(&inner, &scope)),
+        ),
+    }
+}
+
+/// A run `exec` accepted: its checked source, and the id and idempotency key it runs under.
+struct Begun {
+    source: String,
+    typescript: bool,
+    run_id: String,
+    idempotency: Option<String>,
+}
+
+/// Starts the accepted run in `worker` and drives it to its first stop.
+async fn start<C: Cell>(
+    inner: Arc<Inner>,
+    input: ExecInput,
+    scope: RunScope,
+    options: RunOptions,
+    span: &Span,
+    begun: Begun,
+    worker: C,
+) -> CodeModeResult {
+    let Begun { source, typescript, run_id, idempotency } = begun;
     let now_ms = inner.clock.now_ms();
     let mut machine = RunMachine::new(RunSetup {
-        source: prepared.js,
+        source,
         limits: cell_limits(&inner),
         seed: inner.entropy.seed(),
         start_clock_ms: now_ms,
@@ -118,7 +158,11 @@ pub(super) async fn exec_run(
 
 /// Drives the run until it ends or parks, then returns the result (parking it in the store if needed). `slot` is
 /// the run's place under the cap: a resumed run's, or `None` until the run first dispatches host work.
-pub(super) async fn finish(inner: Arc<Inner>, mut run: LiveRun, mut slot: Option<Slot<LiveRun>>) -> CodeModeResult {
+pub(super) async fn finish<C: Cell>(
+    inner: Arc<Inner>,
+    mut run: LiveRun<C>,
+    mut slot: Option<Slot<LiveRun>>,
+) -> CodeModeResult {
     // Boxed, so that its state is not copied into (and with) every future around it.
     match Box::pin(drive(&inner, &mut run, &mut slot)).await {
         Stop::Done(result) => {
@@ -136,7 +180,7 @@ pub(super) async fn finish(inner: Arc<Inner>, mut run: LiveRun, mut slot: Option
 /// `result` with the activity of the cell that ended it (calls still open were cancelled with the run's tasks),
 /// after what the run leaves in the store: the values `results.load` will read (on any replica), and the result
 /// under the idempotency key of the `exec` that started it.
-pub(super) async fn ended(inner: &Inner, run: &mut LiveRun, mut result: CodeModeResult) -> CodeModeResult {
+pub(super) async fn ended<C>(inner: &Inner, run: &mut LiveRun<C>, mut result: CodeModeResult) -> CodeModeResult {
     run.activity.cancel_open(inner.clock.now_ms());
     result.set_activity(run.activity.take());
     inner.results.flush().await;

@@ -21,7 +21,7 @@ pub use abort::{Waits, abort, end_agent_run, end_session};
 use approvals::RunApprovals;
 pub(crate) use approvals::{ApprovalParts, Hold, Notice};
 pub(crate) use driver::PendingSink;
-pub use exec::{exec, exec_with};
+pub use exec::{exec, exec_on, exec_with};
 pub use fleet::{start_listener, start_sweeper};
 pub use park::{wait, wait_with};
 
@@ -50,6 +50,14 @@ pub trait Cell: Send {
     fn send(&mut self, message: &HostMessage) -> impl Future<Output = Result<(), String>> + Send;
     /// Reads the cell's next message, or how its process ended.
     fn recv(&mut self) -> impl Future<Output = Result<WorkerMessage, Death>> + Send;
+    /// The worker process behind the cell, which the pool takes back or a parked run keeps; `None` for a cell that
+    /// is not one (a scripted fake), whose run parks without it and resumes by replay.
+    fn into_process(self) -> Option<WorkerProcess>
+    where
+        Self: Sized,
+    {
+        None
+    }
 }
 
 impl Cell for WorkerProcess {
@@ -60,10 +68,15 @@ impl Cell for WorkerProcess {
     async fn recv(&mut self) -> Result<WorkerMessage, Death> {
         WorkerProcess::recv(self).await
     }
+
+    fn into_process(self) -> Option<WorkerProcess> {
+        Some(self)
+    }
 }
 
-/// A run as it lives between calls: its machine, plus the live worker and in-flight host work.
-pub struct LiveRun {
+/// A run as it lives between calls: its machine, plus the live cell (a worker process, unless a test drives a
+/// scripted fake) and in-flight host work. The run store keeps runs whose cell is a worker process.
+pub struct LiveRun<C = WorkerProcess> {
     run_id: String,
     /// The span of the `exec` or `wait` driving the run, the parent of its nested calls' spans; disabled while the
     /// run is parked, so that the span ends with its call.
@@ -72,7 +85,7 @@ pub struct LiveRun {
     /// The catalog scope whose counters and schedule the run shares.
     scope: Arc<CatalogScope>,
     machine: RunMachine,
-    worker: Option<WorkerProcess>,
+    worker: Option<C>,
     in_flight: JoinSet<Settlement>,
     /// The tasks of dispatched requests still running, by request id.
     handles: BTreeMap<u32, AbortHandle>,
@@ -158,10 +171,54 @@ fn message_cap(limits: &CellLimits) -> usize {
     usize::try_from(requests.saturating_add(16 * 1024 * 1024)).unwrap_or(usize::MAX)
 }
 
-impl LiveRun {
+impl<C> LiveRun<C> {
     /// Whether the run keeps a worker process.
     pub fn holds_worker(&self) -> bool {
         self.worker.is_some()
+    }
+}
+
+impl<C: Cell> LiveRun<C> {
+    /// The run as the store keeps it: with its cell's worker process, or none when the cell is not one.
+    fn into_stored(self) -> LiveRun {
+        let LiveRun {
+            run_id,
+            span,
+            owner,
+            scope,
+            machine,
+            worker,
+            in_flight,
+            handles,
+            approvals,
+            idempotency,
+            activity,
+            call_names,
+            settled,
+            kept_alive,
+            tool_contracts,
+            live_place,
+            projection,
+        } = self;
+        LiveRun {
+            run_id,
+            span,
+            owner,
+            scope,
+            machine,
+            worker: worker.and_then(Cell::into_process),
+            in_flight,
+            handles,
+            approvals,
+            idempotency,
+            activity,
+            call_names,
+            settled,
+            kept_alive,
+            tool_contracts,
+            live_place,
+            projection,
+        }
     }
 }
 
@@ -201,9 +258,9 @@ fn store_failure(inner: &Inner, scope: &RunScope, error: &StoreError) -> CodeMod
     )
 }
 
-fn fail(
+fn fail<C>(
     inner: &Inner,
-    run: &mut LiveRun,
+    run: &mut LiveRun<C>,
     kind: impl Into<ErrorKind>,
     phase: FailurePhase,
     error: String,
@@ -226,7 +283,7 @@ fn fail(
     })
 }
 
-fn complete(inner: &Inner, run: &mut LiveRun, value: Value) -> CodeModeResult {
+fn complete<C>(inner: &Inner, run: &mut LiveRun<C>, value: Value) -> CodeModeResult {
     let machine = &mut run.machine;
     let output = machine.budget.deliver(std::mem::take(&mut machine.new_output));
     // An oversized object or array is kept host-side for a later `results.load(id)` instead of being cut.

@@ -35,7 +35,7 @@ pub(super) const REPLENISH_AFTER_PARK: Duration = Duration::from_millis(50);
 
 /// The checkpoint of a run as it stands: its journal and everything else a replay needs. The writes' previews are
 /// rendered here, once each: later checkpoints and the run's result reuse them.
-pub(super) fn checkpoint_of(inner: &Inner, run: &mut LiveRun, reason: WaitReason) -> Checkpoint {
+pub(super) fn checkpoint_of<C>(inner: &Inner, run: &mut LiveRun<C>, reason: WaitReason) -> Checkpoint {
     run.machine.show_effects(&inner.redactor);
     let machine = &run.machine;
     let mut checkpoint = Checkpoint::new(
@@ -81,9 +81,9 @@ pub(super) fn checkpoint_of(inner: &Inner, run: &mut LiveRun, reason: WaitReason
 /// Before a resumed run in a shared store dispatches `request`, writes the run's checkpoint with that request in
 /// flight (under its claim): if this replica dies while the request runs, the replica that takes the run over
 /// settles it as `interrupted` instead of running it again. `Err` when the claim was lost to another replica.
-pub(super) async fn record_dispatch(
+pub(super) async fn record_dispatch<C>(
     inner: &Inner,
-    run: &mut LiveRun,
+    run: &mut LiveRun<C>,
     slot: &Slot<LiveRun>,
     request: &codemode_bridge::BridgeRequest,
     digest: u64,
@@ -100,21 +100,24 @@ pub(super) async fn record_dispatch(
     inner.runs.record(slot, checkpoint, &inner.limits).await
 }
 
-pub(super) fn release_worker(inner: &Inner, run: &mut LiveRun) {
-    match run.worker.take() {
-        Some(worker) if run.machine.cell_reusable() => inner.pool.checkin(worker),
+pub(super) fn release_worker<C: Cell>(inner: &Inner, run: &mut LiveRun<C>) {
+    match run.worker.take().map(Cell::into_process) {
+        Some(Some(worker)) if run.machine.cell_reusable() => inner.pool.checkin(worker),
+        // A cell that is not a worker process leaves the pool as it was.
+        Some(None) => {}
         // A worker that did not end its cell cleanly is dropped, which kills it (kill_on_drop).
         _ => inner.pool.replenish(),
     }
     run.in_flight.abort_all();
 }
 
-pub(super) async fn park(
+pub(super) async fn park<C: Cell>(
     inner: Arc<Inner>,
-    mut run: LiveRun,
+    run: LiveRun<C>,
     slot: Option<Slot<LiveRun>>,
     reason: WaitReason,
 ) -> CodeModeResult {
+    let mut run = run.into_stored();
     run.span = Span::none();
     let Some(slot) = slot else {
         // Only dispatched host work (a tool call, a timer, a yield) parks a run, and the first dispatch reserved.

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeSet, VecDeque};
 use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
 
 use codemode_bridge::{
     BridgeCall, BridgeMethod, BridgeRequest, ErrorCode, FailurePhase, Journal, OutputItem, Settlement, SettlementValue,
@@ -38,10 +39,20 @@ pub enum Beat {
 pub struct FakeCell {
     replies: VecDeque<Result<WorkerMessage, Death>>,
     fail_next_send: bool,
+    /// What the cell was sent, one line per message.
+    sent: Arc<Mutex<Vec<String>>>,
+}
+
+impl FakeCell {
+    /// A cell that answers with `replies` in order (then dies) and writes what it is sent to `sent`.
+    pub fn playing(replies: Vec<WorkerMessage>, sent: Arc<Mutex<Vec<String>>>) -> FakeCell {
+        FakeCell { replies: replies.into_iter().map(Ok).collect(), fail_next_send: false, sent }
+    }
 }
 
 impl Cell for FakeCell {
-    async fn send(&mut self, _message: &HostMessage) -> Result<(), String> {
+    async fn send(&mut self, message: &HostMessage) -> Result<(), String> {
+        self.sent.lock().expect("the sent log").push(host_message(message));
         if std::mem::take(&mut self.fail_next_send) { Err("broken pipe".into()) } else { Ok(()) }
     }
 
@@ -98,7 +109,7 @@ impl Stage {
 
     fn run(&mut self, machine: &mut RunMachine) {
         let runtime = tokio::runtime::Builder::new_current_thread().build().expect("a current-thread runtime");
-        let mut cell = FakeCell { replies: VecDeque::new(), fail_next_send: false };
+        let mut cell = FakeCell::playing(Vec::new(), Arc::default());
         for _ in 0..1000 {
             let Some(command) = machine.poll() else {
                 self.line("(the machine waits for nothing: stuck)");
@@ -254,17 +265,27 @@ pub fn call(id: u32, tool: &str, args: Value) -> BridgeRequest {
 
 /// A quiescent report.
 pub fn quiescent(requests: Vec<BridgeRequest>, open: u32) -> Beat {
-    Beat::Msg(WorkerMessage::Quiescent { requests, outcome: None, open, canceled: Vec::new() })
+    Beat::Msg(quiescent_message(requests, open))
+}
+
+/// The worker's quiescent report.
+pub fn quiescent_message(requests: Vec<BridgeRequest>, open: u32) -> WorkerMessage {
+    WorkerMessage::Quiescent { requests, outcome: None, open, canceled: Vec::new() }
 }
 
 /// A quiescent report with the program's return value.
 pub fn returned(value: Value, open: u32) -> Beat {
-    Beat::Msg(WorkerMessage::Quiescent {
+    Beat::Msg(returned_message(value, open))
+}
+
+/// The worker's quiescent report with the program's return value.
+pub fn returned_message(value: Value, open: u32) -> WorkerMessage {
+    WorkerMessage::Quiescent {
         requests: Vec::new(),
         outcome: Some(GuestOutcome::Returned { value }),
         open,
         canceled: Vec::new(),
-    })
+    }
 }
 
 /// A text output item.
