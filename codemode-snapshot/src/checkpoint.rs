@@ -33,7 +33,12 @@ pub const INTERRUPTED_MESSAGE: &str =
 
 /// A fresh run id, `cm_<uuid>`.
 pub fn new_run_id() -> String {
-    format!("cm_{}", uuid::Uuid::new_v4().hyphenated())
+    let mut buffer = uuid::Uuid::encode_buffer();
+    let uuid = uuid::Uuid::new_v4().hyphenated().encode_lower(&mut buffer);
+    let mut id = String::with_capacity(3 + uuid.len());
+    id.push_str("cm_");
+    id.push_str(uuid);
+    id
 }
 
 /// Whether `run_id` has the form `cm_<lowercase hyphenated uuid>`.

@@ -68,18 +68,51 @@ pub struct WaitInput {
 /// [`InputError`] (always `invalid_input`) naming the offending field and how to fix it.
 pub fn parse_exec_input(input: &Value) -> Result<ExecInput, InputError> {
     let object = input.as_object().ok_or(InputError::NotAnObject { tool: "exec", found: kind(input) })?;
-    if object.get("typecheck").is_some() {
+    let fields = ExecFields::of(object);
+    if fields.typecheck {
         return Err(InputError::Typecheck);
     }
-    let title = parse_title(object.get("title"))?;
-    let code = parse_code(object)?;
+    let title = parse_title(fields.title)?;
+    let code = parse_code(&fields)?;
     Ok(ExecInput {
         title,
         code,
-        restart_safe: boolean(object, "restartSafe")?,
-        await_results: boolean(object, "awaitResults")?,
-        language: parse_language(object.get("language"))?,
+        restart_safe: boolean(fields.restart_safe, "restartSafe")?,
+        await_results: boolean(fields.await_results, "awaitResults")?,
+        language: parse_language(fields.language)?,
     })
+}
+
+/// The fields of an `exec` input that the surface reads, gathered in one pass over the object (each lookup by key
+/// would hash the key; the object has a handful of entries).
+#[derive(Default)]
+struct ExecFields<'a> {
+    typecheck: bool,
+    title: Option<&'a Value>,
+    code: Option<&'a Value>,
+    command: Option<&'a Value>,
+    restart_safe: Option<&'a Value>,
+    await_results: Option<&'a Value>,
+    language: Option<&'a Value>,
+}
+
+impl<'a> ExecFields<'a> {
+    fn of(object: &'a Map<String, Value>) -> ExecFields<'a> {
+        let mut fields = ExecFields::default();
+        for (key, value) in object {
+            match key.as_str() {
+                "typecheck" => fields.typecheck = true,
+                "title" => fields.title = Some(value),
+                "code" => fields.code = Some(value),
+                "command" => fields.command = Some(value),
+                "restartSafe" => fields.restart_safe = Some(value),
+                "awaitResults" => fields.await_results = Some(value),
+                "language" => fields.language = Some(value),
+                _ => {}
+            }
+        }
+        fields
+    }
 }
 
 /// Validates exec arguments after a hook or trusted policy rewrote them.
@@ -141,8 +174,8 @@ fn parse_title(title: Option<&Value>) -> Result<String, InputError> {
 }
 
 /// One alias: `Ok(None)` when absent or blank, `Err` when populated with a non-string.
-fn alias<'a>(object: &'a Map<String, Value>, field: &'static str) -> Result<Option<&'a str>, InputError> {
-    match object.get(field) {
+fn alias<'a>(value: Option<&'a Value>, field: &'static str) -> Result<Option<&'a str>, InputError> {
+    match value {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
@@ -150,9 +183,9 @@ fn alias<'a>(object: &'a Map<String, Value>, field: &'static str) -> Result<Opti
     }
 }
 
-fn parse_code(object: &Map<String, Value>) -> Result<String, InputError> {
-    let code = alias(object, "code")?;
-    let command = alias(object, "command")?;
+fn parse_code(fields: &ExecFields<'_>) -> Result<String, InputError> {
+    let code = alias(fields.code, "code")?;
+    let command = alias(fields.command, "command")?;
     match (code, command) {
         (Some(code), Some(command)) if code != command => Err(InputError::AliasMismatch),
         (Some(code), _) | (None, Some(code)) => Ok(code.to_owned()),
@@ -160,8 +193,8 @@ fn parse_code(object: &Map<String, Value>) -> Result<String, InputError> {
     }
 }
 
-fn boolean(object: &Map<String, Value>, field: &'static str) -> Result<bool, InputError> {
-    match object.get(field) {
+fn boolean(value: Option<&Value>, field: &'static str) -> Result<bool, InputError> {
+    match value {
         None | Some(Value::Null) => Ok(false),
         Some(Value::Bool(b)) => Ok(*b),
         Some(other) => Err(InputError::NotABoolean { field, found: kind(other) }),

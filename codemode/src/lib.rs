@@ -863,9 +863,8 @@ impl CodeMode {
             Ok(inner) => inner,
             Err(e) => return codemode_run::input_failure(&self.inner.get(), &scope, e.to_string()),
         };
-        let title = input.get("title").and_then(serde_json::Value::as_str).map(|t| t.trim().to_owned());
         match Self::exec_input(&input, options.rewritten_from.as_ref()) {
-            Ok(input) => codemode_run::exec_with(inner, input, scope, options.run_options(title)).await,
+            Ok((input, title)) => codemode_run::exec_with(inner, input, scope, options.run_options(Some(title))).await,
             Err(message) => codemode_run::input_failure(&inner, &scope, message),
         }
     }
@@ -937,22 +936,23 @@ impl CodeMode {
         Ok(inner)
     }
 
-    /// Validates exec's input object (rewritten from `original`, if given) against the surface's contract; the error
-    /// is the message for the model.
+    /// Validates exec's input object (rewritten from `original`, if given) against the surface's contract: the run's
+    /// input and the cell's title; the error is the message for the model.
     fn exec_input(
         input: &serde_json::Value,
         original: Option<&serde_json::Value>,
-    ) -> Result<codemode_run::ExecInput, String> {
+    ) -> Result<(codemode_run::ExecInput, String), String> {
         let input = match original {
             Some(original) => codemode_surface::parse_rewritten_exec_input(original, input),
             None => codemode_surface::parse_exec_input(input),
         }
         .map_err(|e| e.to_string())?;
-        Ok(codemode_run::ExecInput {
+        let run = codemode_run::ExecInput {
             code: input.code,
             restart_safe: input.restart_safe,
             await_results: input.await_results,
-        })
+        };
+        Ok((run, input.title))
     }
 
     /// Runs one cell until it ends or `cancelled` resolves, whichever comes first. A cancelled cell is aborted on

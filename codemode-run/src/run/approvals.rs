@@ -40,29 +40,33 @@ pub(super) struct RunApprovals {
     /// Tools approved for the rest of the run (`<server>.<tool>` or the tool's name); shared with the calls'
     /// tasks, so a call waiting in the queue sees an approval given meanwhile.
     pub(super) approved: Arc<Mutex<BTreeSet<String>>>,
+    /// What the calls' tasks share with the run, made at its first dispatch: a run that calls nothing makes none.
+    pub(super) links: Option<Links>,
+}
+
+/// The turn and the channels a run shares with its calls' tasks.
+pub(super) struct Links {
     /// Held by the call being asked about: a run asks one question at a time, so a second call of a tool waits
     /// for the first's answer and is not asked at all when that answer covers the rest of the run.
     pub(super) turn: Arc<tokio::sync::Mutex<()>>,
     pub(super) notices: mpsc::UnboundedSender<Notice>,
-    pub(super) received: mpsc::UnboundedReceiver<Notice>,
+    received: mpsc::UnboundedReceiver<Notice>,
     /// The pauses of nested calls waiting for a person (elicitations), sent by their tasks.
     pub(super) holds: mpsc::UnboundedSender<Hold>,
-    pub(super) held: mpsc::UnboundedReceiver<Hold>,
+    held: mpsc::UnboundedReceiver<Hold>,
+}
+
+impl Links {
+    pub(super) fn new() -> Links {
+        let (notices, received) = mpsc::unbounded_channel();
+        let (holds, held) = mpsc::unbounded_channel();
+        Links { turn: Arc::new(tokio::sync::Mutex::new(())), notices, received, holds, held }
+    }
 }
 
 impl RunApprovals {
     pub(super) fn new(options: RunOptions, approved: BTreeSet<String>) -> Self {
-        let (notices, received) = mpsc::unbounded_channel();
-        let (holds, held) = mpsc::unbounded_channel();
-        RunApprovals {
-            options,
-            approved: Arc::new(Mutex::new(approved)),
-            turn: Arc::new(tokio::sync::Mutex::new(())),
-            notices,
-            received,
-            holds,
-            held,
-        }
+        RunApprovals { options, approved: Arc::new(Mutex::new(approved)), links: None }
     }
 }
 
@@ -81,10 +85,11 @@ pub(crate) struct ApprovalParts<'a> {
 /// Hands the machine the approval decisions that arrived. A call's task sends its decision before it ends, so
 /// taking them before each settlement keeps a decision ahead of its call's settlement.
 pub(super) fn take_notices<C>(run: &mut LiveRun<C>) {
-    while let Ok(notice) = run.approvals.received.try_recv() {
+    let Some(links) = run.approvals.links.as_mut() else { return };
+    while let Ok(notice) = links.received.try_recv() {
         run.machine.approval_decided(notice.id, notice.decision, notice.at_ms, notice.write);
     }
-    while let Ok(hold) = run.approvals.held.try_recv() {
+    while let Ok(hold) = links.held.try_recv() {
         run.machine.hold_changed(hold.id, hold.on, hold.at_ms);
     }
 }

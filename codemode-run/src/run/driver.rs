@@ -14,7 +14,7 @@ use tokio::task::AbortHandle;
 use crate::Inner;
 use crate::machine::{Command, Ending, Event, NO_PARK};
 
-use super::approvals::{ApprovalParts, take_notices};
+use super::approvals::{ApprovalParts, Links, take_notices};
 use super::park::record_dispatch;
 use super::{Cell, LiveRun, Refusal, RunParts, Stop, complete, fail};
 
@@ -109,6 +109,7 @@ pub(super) async fn drive_commands<C: Cell>(
                 let mut sink = PendingSink { methods: &mut run.machine.pending, handles: &mut run.handles };
                 let mut asked = Vec::new();
                 let options = &run.approvals.options;
+                let links = run.approvals.links.get_or_insert_with(Links::new);
                 let parts = RunParts {
                     run_id: &run.run_id,
                     span: &run.span,
@@ -134,9 +135,9 @@ pub(super) async fn drive_commands<C: Cell>(
                         answers: &options.answers,
                         title: &options.title,
                         approved: &run.approvals.approved,
-                        turn: &run.approvals.turn,
-                        notices: &run.approvals.notices,
-                        holds: (&run.approvals.holds, &inner.clock),
+                        turn: &links.turn,
+                        notices: &links.notices,
+                        holds: (&links.holds, &inner.clock),
                     },
                     progress,
                     redactor: &inner.redactor,

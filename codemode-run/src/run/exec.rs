@@ -8,7 +8,6 @@ use codemode_bridge::{CodeModeResult, ErrorCode, FailurePhase};
 use codemode_snapshot::Slot;
 use codemode_telemetry::span::Span;
 use codemode_telemetry::{ActivityLog, InputKind};
-use codemode_vm::pool::WorkerProcess;
 use tokio::task::JoinSet;
 
 use crate::activity::Recorder;
@@ -35,7 +34,7 @@ pub async fn exec_with(inner: Arc<Inner>, input: ExecInput, scope: RunScope, opt
     // Boxed: the run's future holds the whole driver (tens of KB), and every move of an unboxed one (into a
     // spawned task, through each caller's own future) is a memcpy of all of it: 70% of the host's instructions per
     // trivial cell before (PERFORMANCE-NOTES.md, "The per-cell path").
-    let result = Box::pin(exec_run(inner, input, scope, options, &span, None::<WorkerProcess>)).await;
+    let result = Box::pin(exec_run(inner, input, scope, options, &span)).await;
     if let Some(redactor) = redactor {
         crate::trace::finish_run(&span, "exec", started, &result, &redactor);
     }
@@ -52,47 +51,42 @@ pub async fn exec_on<C: Cell>(
     options: RunOptions,
     cell: C,
 ) -> CodeModeResult {
-    let span = crate::trace::run_span("exec");
-    Box::pin(exec_run(inner, input, scope, options, &span, Some(cell))).await
+    let begun = match begin(&inner, &input, &scope, &options).await {
+        Ok(begun) => begun,
+        Err(answer) => return answer,
+    };
+    let run = new_run(&inner, input, scope, options, &crate::trace::run_span("exec"), begun, cell);
+    Box::pin(finish(inner, run, None)).await
 }
 
-/// Runs `input` in `cell`, or in a worker checked out of the pool when `None`.
-pub(super) async fn exec_run<C: Cell>(
+pub(super) async fn exec_run(
     inner: Arc<Inner>,
     input: ExecInput,
     scope: RunScope,
     options: RunOptions,
     span: &Span,
-    cell: Option<C>,
 ) -> CodeModeResult {
-    let prepared = match codemode_source::prepare(&input.code) {
-        Ok(prepared) => prepared,
-        Err(e) => return input_failure(&inner, &scope, e.message),
+    let begun = match begin(&inner, &input, &scope, &options).await {
+        Ok(begun) => begun,
+        Err(answer) => return answer,
     };
-    let typescript = prepared.transformed;
-    let run_id = codemode_snapshot::new_run_id();
-    let idempotency = options.idempotency_key.clone();
-    if let Some(key) = &idempotency
-        && let Err(answer) = idempotency::accept(&inner, &scope, key, &run_id).await
-    {
-        return answer;
-    }
-    let begun = Begun { source: prepared.js, typescript, run_id, idempotency };
-    if let Some(cell) = cell {
-        return start(inner, input, scope, options, span, begun, cell).await;
-    }
-    match inner.pool.checkout_admitted().await {
+    let worker = match inner.pool.checkout_admitted().await {
         Ok(mut worker) => {
             worker.set_max_message_bytes(message_cap(&cell_limits(&inner)));
-            start(inner, input, scope, options, span, begun, worker).await
+            worker
         }
-        Err(e) => CodeModeResult::failed(
-            ErrorCode::RuntimeUnavailable,
-            FailurePhase::Host,
-            format!("code mode runtime unavailable: {e}"),
-            telemetry(&inner, &scope_of(&inner, &scope)),
-        ),
-    }
+        Err(e) => {
+            return CodeModeResult::failed(
+                ErrorCode::RuntimeUnavailable,
+                FailurePhase::Host,
+                format!("code mode runtime unavailable: {e}"),
+                telemetry(&inner, &scope_of(&inner, &scope)),
+            );
+        }
+    };
+    let run = new_run(&inner, input, scope, options, span, begun, worker);
+    // The run takes a place under the cap of suspended runs only when it first dispatches host work.
+    finish(inner, run, None).await
 }
 
 /// A run `exec` accepted: its checked source, and the id and idempotency key it runs under.
@@ -103,21 +97,38 @@ struct Begun {
     idempotency: Option<String>,
 }
 
-/// Starts the accepted run in `worker` and drives it to its first stop.
-async fn start<C: Cell>(
-    inner: Arc<Inner>,
+/// Checks the source and accepts the idempotency key; `Err` is the call's answer (a refused source, or the result
+/// or state of the run that key already started).
+async fn begin(
+    inner: &Inner,
+    input: &ExecInput,
+    scope: &RunScope,
+    options: &RunOptions,
+) -> Result<Begun, CodeModeResult> {
+    let prepared = codemode_source::prepare(&input.code).map_err(|e| input_failure(inner, scope, e.message))?;
+    let run_id = codemode_snapshot::new_run_id();
+    let idempotency = options.idempotency_key.clone();
+    if let Some(key) = &idempotency {
+        idempotency::accept(inner, scope, key, &run_id).await?;
+    }
+    Ok(Begun { source: prepared.js, typescript: prepared.transformed, run_id, idempotency })
+}
+
+/// The accepted run, started on `worker`.
+fn new_run<C>(
+    inner: &Arc<Inner>,
     input: ExecInput,
     scope: RunScope,
     options: RunOptions,
     span: &Span,
     begun: Begun,
     worker: C,
-) -> CodeModeResult {
+) -> LiveRun<C> {
     let Begun { source, typescript, run_id, idempotency } = begun;
     let now_ms = inner.clock.now_ms();
     let mut machine = RunMachine::new(RunSetup {
         source,
-        limits: cell_limits(&inner),
+        limits: cell_limits(inner),
         seed: inner.entropy.seed(),
         start_clock_ms: now_ms,
         max_output_bytes: inner.limits.max_output_bytes as usize,
@@ -130,13 +141,14 @@ async fn start<C: Cell>(
     machine.begin(now_ms, inner.limits.timeout_ms);
     let input_kind = if typescript { InputKind::Typescript } else { InputKind::Javascript };
     crate::trace::record_input_kind(span, input_kind);
-    let mut activity = Recorder::new(&inner, &run_id, ActivityLog { input_kind, ..ActivityLog::default() });
-    activity.begin(&inner, &machine.source, options.activity.clone(), options.activity_in_json);
-    let run = LiveRun {
+    let mut activity = Recorder::new(inner, &run_id, ActivityLog { input_kind, ..ActivityLog::default() });
+    activity.begin(inner, &machine.source, options.activity.clone(), options.activity_in_json);
+    crate::trace::record_run_id(span, &run_id);
+    LiveRun {
         run_id,
         span: span.clone(),
         owner: owner_of(&scope),
-        scope: scope_of(&inner, &scope),
+        scope: scope_of(inner, &scope),
         machine,
         worker: Some(worker),
         in_flight: JoinSet::new(),
@@ -150,10 +162,7 @@ async fn start<C: Cell>(
         tool_contracts: BTreeMap::new(),
         live_place: None,
         projection: inner.projection.clone(),
-    };
-    crate::trace::record_run_id(span, &run.run_id);
-    // The run takes a place under the cap of suspended runs only when it first dispatches host work.
-    finish(inner, run, None).await
+    }
 }
 
 /// Drives the run until it ends or parks, then returns the result (parking it in the store if needed). `slot` is
