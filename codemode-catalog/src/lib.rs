@@ -428,6 +428,12 @@ impl Catalog {
         self.by_callable.get(callable).map(|&i| &self.entries[i])
     }
 
+    /// The position in [`entries`](Self::entries) of the entry with `callable` as its callable name: a task that
+    /// outlives the borrow of the catalog keeps it instead of looking the name up again.
+    pub fn position(&self, callable: &str) -> Option<usize> {
+        self.by_callable.get(callable).copied()
+    }
+
     /// Tools that stay visible to the model next to exec and wait.
     pub fn direct_only(&self) -> &[ToolDefinition] {
         &self.direct_only

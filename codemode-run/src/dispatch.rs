@@ -44,9 +44,15 @@ pub(crate) fn dispatch(
 ) -> Result<(), Refusal> {
     let BridgeRequest { id, call } = request;
     let method = call.method();
+    // The catalog entry a tool call names, looked up once.
+    let at = match &call {
+        BridgeCall::CallValue(CallValueArgs { tool, .. }) => inner.catalog.position(tool),
+        _ => None,
+    };
+    let entry = at.map(|at| &inner.catalog.entries()[at]);
     // A tool call is named for the spans of a replay, and gets its `execute_tool` span, which ends as it settles.
     let mut span = Span::none();
-    let trace = std::cell::Cell::new(crate::trace::call_name(inner, id, &call).map(|named| {
+    let trace = std::cell::Cell::new(crate::trace::call_name(inner, id, &call, entry).map(|named| {
         span = crate::trace::call_span(parts.run_id, &named, false, parts.span);
         let trace = crate::trace::CallTrace::new(span.clone(), &named, &inner.redactor);
         parts.call_names.push(named);
@@ -70,7 +76,7 @@ pub(crate) fn dispatch(
         }
         BridgeCall::CallValue(CallValueArgs { tool, args }) => {
             let tool_args = args.unwrap_or_else(no_arguments);
-            let Some(entry) = inner.catalog.by_callable(&tool) else {
+            let (Some(at), Some(entry)) = (at, entry) else {
                 return settle(parts, invalid(unknown_tool(&tool)));
             };
             called(&mut parts, entry);
@@ -107,10 +113,10 @@ pub(crate) fn dispatch(
             parts.scope.count_call();
             *parts.dispatch_started = true;
             asks = ask.is_some();
-            if !asks {
-                record_write(&mut parts, id, method, entry, &tool_args);
-            }
             let (mut cx, fire_abort) = call_context(&parts, id, method, None);
+            if !asks {
+                record_write(&mut parts, id, &cx.request_id, entry, &tool_args);
+            }
             cx.span = span.clone();
             let mode = entry.definition.execution_mode;
             let scope = parts.scope.clone();
@@ -122,9 +128,7 @@ pub(crate) fn dispatch(
                     return refused;
                 }
                 let _turn = scope.turn(mode).await;
-                let Some(entry) = inner.catalog.by_callable(&tool) else {
-                    return invalid(unknown_tool(&tool));
-                };
+                let entry = &inner.catalog.entries()[at];
                 let name = entry.definition.host_name().into_owned();
                 let result = inner.host.call_tool(&name, tool_args, cx).await;
                 fire_abort.disarm();
@@ -179,7 +183,10 @@ pub(crate) fn dispatch(
                         &call_args,
                         request,
                     ) {
-                        Gate::Run => record_write(&mut parts, id, method, entry, &call_args),
+                        Gate::Run => {
+                            let call_id = codemode_telemetry::otel::tool_call_id(method.as_str(), id);
+                            record_write(&mut parts, id, &call_id, entry, &call_args);
+                        }
                         Gate::Refuse(value) => return settle(parts, value),
                         Gate::Ask(gated) => ask = Some(gated),
                     }
@@ -476,7 +483,8 @@ pub(crate) fn preview(redactor: &codemode_telemetry::Redactor, args: &Value, max
 
 /// Puts a write-class call in the run's effect record as it is handed to the host: `uncertain` until the host
 /// answers, its arguments captured for a preview rendered only if someone reads the record.
-fn record_write(parts: &mut RunParts<'_>, id: u32, method: BridgeMethod, entry: &CatalogEntry, args: &Value) {
+/// Records call `id` (`call_id`, its id as people see it) in the run's effects when its tool writes.
+fn record_write(parts: &mut RunParts<'_>, id: u32, call_id: &str, entry: &CatalogEntry, args: &Value) {
     if entry.definition.effect_class() != EffectClass::Write {
         return;
     }
@@ -484,7 +492,7 @@ fn record_write(parts: &mut RunParts<'_>, id: u32, method: BridgeMethod, entry: 
         id,
         Effect {
             tool: entry.definition.host_name().into_owned(),
-            call_id: codemode_telemetry::otel::tool_call_id(method.as_str(), id),
+            call_id: call_id.to_owned(),
             status: EffectStatus::Uncertain,
             preview: Preview::Captured(Captured::new(args, crate::machine::EFFECT_PREVIEW_BYTES)),
         },

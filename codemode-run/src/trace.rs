@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use codemode_bridge::{BridgeCall, BridgeErrorCode, CodeModeResult, NamespaceArgs, NamespaceTarget, SettlementValue};
+use codemode_catalog::CatalogEntry;
 use codemode_config::EffectClass;
 use codemode_snapshot::{CallName, Checkpoint};
 use codemode_telemetry::Redactor;
@@ -96,12 +97,13 @@ pub(crate) fn replay(span: &Span) {
 }
 
 /// The tool a request names, when it is a tool call (or an MCP namespace operation), as the checkpoint keeps it
-/// for the spans of a later replay. A tool (or server, or operation) the catalog does not have is named
-/// [`otel::OTHER`]: names the program made up never become attributes or metric series.
-pub(crate) fn call_name(inner: &Inner, id: u32, call: &BridgeCall) -> Option<CallName> {
+/// for the spans of a later replay; `entry` is the catalog's entry of a tool call's callable name. A tool (or
+/// server, or operation) the catalog does not have is named [`otel::OTHER`]: names the program made up never become
+/// attributes or metric series.
+pub(crate) fn call_name(inner: &Inner, id: u32, call: &BridgeCall, entry: Option<&CatalogEntry>) -> Option<CallName> {
     let method = call.method().as_str().to_owned();
     let (tool, server, write) = match call {
-        BridgeCall::CallValue(args) => match inner.catalog.by_callable(&args.tool) {
+        BridgeCall::CallValue(_) => match entry {
             Some(entry) => (
                 entry.definition.host_name().into_owned(),
                 entry.definition.server.clone(),
