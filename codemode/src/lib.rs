@@ -426,8 +426,11 @@ impl CodeModeBuilder {
             },
         };
         let pool = WorkerPool::new(pool_config.clone());
+        // The pool's workers start while the check's worker says hello, so that a first cell waits for one worker
+        // start, not two in a row; a failing check reports the clearer error.
+        let filled = pool.fill();
         let fast_paths = pool.check()?.fast_paths;
-        pool.fill()?;
+        filled?;
         let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
         let shared = self.store.is_some();
         let store: Arc<dyn FleetBackend> = match (self.store, &self.state_dir) {

@@ -2,7 +2,7 @@
 //! own binary as the worker) is built and run, README's library snippet is that program word for word, and a
 //! worker refused by its hello fails `build()` or, once the pool runs, the cell with `runtime_unavailable`.
 
-use std::os::unix::fs::PermissionsExt as _;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -111,10 +111,21 @@ fn dependency_name(line: &str) -> String {
 }
 
 /// A worker command that runs `body` as a POSIX shell script.
+/// An executable script running `body`. A child process writes it: a file this process held open for writing could
+/// be inherited by a process another test forks at that moment, and starting the script would then fail with
+/// `ETXTBSY` until that process execs.
 fn script(dir: &Path, body: &str) -> WorkerCommand {
     let path = dir.join("worker.sh");
-    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("write the script");
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("make it executable");
+    let mut writer = Command::new("sh")
+        .args(["-c", r#"cat > "$0" && chmod 755 "$0""#])
+        .arg(&path)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("start sh");
+    let mut stdin = writer.stdin.take().expect("a piped stdin");
+    stdin.write_all(format!("#!/bin/sh\n{body}\n").as_bytes()).expect("write the script");
+    drop(stdin);
+    assert!(writer.wait().expect("sh ends").success(), "the script was written");
     WorkerCommand { program: path, args: Vec::new() }
 }
 
@@ -136,14 +147,13 @@ async fn build_refuses_a_worker_of_another_protocol_version() {
 
 #[tokio::test]
 async fn a_worker_replaced_after_build_fails_the_cell_closed() {
-    // The first start (build's check) is the real worker; every later one announces protocol 0.
+    // Build's check (started with stdin on /dev/null) gets the real worker; the pool's workers (stdin a pipe)
+    // announce protocol 0.
     let dir = tempfile::tempdir().expect("tempdir");
     let real = WorkerCommand::locate().expect("the bundled worker");
-    let marker = dir.path().join("checked");
     let body = format!(
-        "if [ ! -e '{marker}' ]; then touch '{marker}'; exec '{real}'; fi\n\
+        "if [ ! -p /dev/stdin ]; then exec '{real}'; fi\n\
          printf '%s\\n' '{{\"t\":\"hello\",\"protocol\":0,\"fastPaths\":{{}}}}'; exec cat >/dev/null",
-        marker = marker.display(),
         real = real.program.display(),
     );
     let engine = builder(script(dir.path(), &body)).build().expect("the check saw the real worker");
