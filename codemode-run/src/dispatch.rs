@@ -482,8 +482,8 @@ pub(crate) fn preview(redactor: &codemode_telemetry::Redactor, args: &Value, max
 }
 
 /// Puts a write-class call in the run's effect record as it is handed to the host: `uncertain` until the host
-/// answers, its arguments captured for a preview rendered only if someone reads the record.
-/// Records call `id` (`call_id`, its id as people see it) in the run's effects when its tool writes.
+/// answers, its arguments captured for a preview rendered only if someone reads the record; `call_id` is the call's
+/// id as people see it.
 fn record_write(parts: &mut RunParts<'_>, id: u32, call_id: &str, entry: &CatalogEntry, args: &Value) {
     if entry.definition.effect_class() != EffectClass::Write {
         return;

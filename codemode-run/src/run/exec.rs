@@ -41,9 +41,9 @@ pub async fn exec_with(inner: Arc<Inner>, input: ExecInput, scope: RunScope, opt
     result
 }
 
-/// [`exec_with`] over `cell` instead of a worker from the pool: a test drives the run's driver, dispatch and
-/// stores with a scripted fake. A run that parks leaves a cell that is not a worker process behind and resumes by
-/// replay.
+/// Runs `input` as [`exec_with`] does, over `cell` instead of a worker from the pool and without ending the run's
+/// span into a trace: a test drives the run's driver, dispatch and stores with a scripted fake. A run that parks
+/// leaves a cell that is not a worker process behind and resumes by replay.
 pub async fn exec_on<C: Cell>(
     inner: Arc<Inner>,
     input: ExecInput,
