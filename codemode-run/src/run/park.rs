@@ -204,7 +204,8 @@ pub(super) async fn park<C: Cell>(
 ///
 /// A wait that cannot resume the run (another scope, another catalog) leaves it parked. Dropping the returned future
 /// cancels the run: its worker is killed, its host work cancelled and the run released, so its id then fails as
-/// unavailable. An [`abort`] of the run while it waits ends the wait with `aborted` and the run's final telemetry.
+/// unavailable. An [`abort`](fn@crate::abort) of the run while it waits ends the wait with `aborted` and the run's
+/// final telemetry.
 pub async fn wait(inner: Arc<Inner>, run_id: &str, scope: RunScope) -> CodeModeResult {
     wait_with(inner, run_id, scope, RunOptions::default()).await
 }
