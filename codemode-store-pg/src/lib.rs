@@ -1,6 +1,7 @@
-//! The PostgreSQL run store: a [`FleetBackend`] that several gateway replicas share, so any of them can resume any
-//! run. Checkpoints are rows (generation, lease holder and expiry, TTL, scope, idempotency key); session values,
-//! result references and idempotency keys are rows too; `LISTEN/NOTIFY` wakes every replica when a run changes.
+//! The PostgreSQL run store: a [`FleetBackend`](codemode_snapshot::FleetBackend) that several gateway replicas share,
+//! so any of them can resume any run. Checkpoints are rows (generation, lease holder and expiry, TTL, scope,
+//! idempotency key); session values, result references and idempotency keys are rows too; `LISTEN/NOTIFY` wakes every
+//! replica when a run changes.
 //! With state keys ([`PgOptions::keys`]), every checkpoint and stored value is sealed before it is written, as the
 //! directory backend seals its files, and nothing is read that does not open under one of the keys.
 //!
