@@ -353,6 +353,131 @@ impl Fields {
     }
 }
 
+/// Reads the arguments of a `callValue` or `namespace` request from the wire into their types, without building a
+/// JSON object of them first: the same checks as [`BridgeCall::decode`], in its order and with its messages.
+pub(crate) struct ToolArgsSeed(pub(crate) BridgeMethod);
+
+impl<'de> serde::de::DeserializeSeed<'de> for ToolArgsSeed {
+    type Value = Result<BridgeCall, MalformedRequest>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl ToolArgsSeed {
+    fn not_an_object(&self, kind: &str) -> Result<BridgeCall, MalformedRequest> {
+        Err(MalformedRequest { method: self.0, problem: format!("arguments must be an object, not {kind}") })
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for ToolArgsSeed {
+    type Value = Result<BridgeCall, MalformedRequest>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the arguments of a `{}` request", self.0.as_str())
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        // The fields it takes, by the slot they go to; a repeated key keeps its last value, as a JSON object does.
+        let names: &[&str] = match self.0 {
+            BridgeMethod::Namespace => &["server", "tool", "op", "args"],
+            _ => &["tool", "args"],
+        };
+        let mut slots: [Option<Value>; 4] = Default::default();
+        let mut extra: Option<String> = None;
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match names.iter().position(|n| *n == key) {
+                Some(slot) => slots[slot] = Some(map.next_value()?),
+                None => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                    extra.get_or_insert_with(|| key.into_owned());
+                }
+            }
+        }
+        let mut f = Slots { method: self.0, names, slots };
+        let call = match self.0 {
+            BridgeMethod::Namespace => (|| {
+                let server = f.string("server")?;
+                let target = match (f.has("tool"), f.has("op")) {
+                    (true, false) => NamespaceTarget::Tool(f.string("tool")?),
+                    (false, true) => NamespaceTarget::Op(f.string("op")?),
+                    (true, true) => return Err(f.problem("fields `tool` and `op` exclude each other")),
+                    (false, false) => return Err(f.problem("field `tool` or `op` is missing")),
+                };
+                Ok(BridgeCall::Namespace(NamespaceArgs { server, target, args: f.take("args") }))
+            })(),
+            _ => f.string("tool").map(|tool| BridgeCall::CallValue(CallValueArgs { tool, args: f.take("args") })),
+        };
+        Ok(match (call, extra) {
+            (Ok(_), Some(extra)) => Err(f.problem(format!("field `{extra}` is not one it takes"))),
+            (call, _) => call,
+        })
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(self.not_an_object("an array"))
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(self.not_an_object("null"))
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(self.not_an_object("a boolean"))
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(self.not_an_object("a number"))
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(self.not_an_object("a number"))
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(self.not_an_object("a number"))
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(self.not_an_object("a string"))
+    }
+}
+
+/// The fields [`ToolArgsSeed`] read, by slot.
+struct Slots<'a> {
+    method: BridgeMethod,
+    names: &'a [&'a str],
+    slots: [Option<Value>; 4],
+}
+
+impl Slots<'_> {
+    fn problem(&self, problem: impl Into<String>) -> MalformedRequest {
+        MalformedRequest { method: self.method, problem: problem.into() }
+    }
+
+    fn slot(&self, name: &str) -> usize {
+        self.names.iter().position(|n| *n == name).expect("a field the method takes")
+    }
+
+    fn has(&self, name: &str) -> bool {
+        self.slots[self.slot(name)].is_some()
+    }
+
+    fn take(&mut self, name: &str) -> Option<Value> {
+        self.slots[self.slot(name)].take()
+    }
+
+    fn string(&mut self, name: &str) -> Result<String, MalformedRequest> {
+        match self.take(name) {
+            Some(Value::String(s)) => Ok(s),
+            Some(other) => Err(self.problem(format!("field `{name}` must be a string, not {}", kind(&other)))),
+            None => Err(self.problem(format!("field `{name}` is missing"))),
+        }
+    }
+}
+
 /// What kind of JSON value `value` is, for messages.
 fn kind(value: &Value) -> &'static str {
     match value {
@@ -543,7 +668,46 @@ mod tests {
         for (method, args, expected) in table {
             let error = BridgeCall::decode(*method, args.clone()).expect_err(expected);
             assert_eq!(error.to_string(), *expected);
+            // On the wire, a tool call's arguments are read straight into their types: the same message.
+            let wire = json!({"id": 7, "method": method, "args": args}).to_string();
+            let error = serde_json::from_str::<BridgeRequest>(&wire).expect_err(expected).to_string();
+            assert_eq!(error, format!("bridge request 7: {expected} at line 1 column {}", wire.len()), "{wire}");
         }
+    }
+
+    #[test]
+    fn tool_calls_read_from_the_wire_as_decode_reads_them() {
+        let cases = [
+            json!({"tool": "t", "args": {"a": [1, {"b": null}]}}),
+            json!({"args": 3, "tool": "t"}),
+            json!({"tool": "t", "tool": "u"}),
+            json!({"server": "s", "op": "resources.list"}),
+            json!({"args": {}, "server": "s", "tool": "t"}),
+            json!({"server": "s", "tool": "t", "extra": 1, "other": 2}),
+            json!("not an object"),
+            json!(true),
+            json!(1.5),
+        ];
+        for method in [BridgeMethod::CallValue, BridgeMethod::Namespace] {
+            for args in &cases {
+                let wire = json!({"id": 2, "method": method, "args": args}).to_string();
+                let read = serde_json::from_str::<BridgeRequest>(&wire).map(|r| r.call).map_err(|e| e.to_string());
+                let decoded = BridgeCall::decode(method, args.clone())
+                    .map_err(|e| format!("bridge request 2: {e} at line 1 column {}", wire.len()));
+                assert_eq!(read, decoded, "{wire}");
+            }
+        }
+        // Arguments before the method are read as a value and decoded after, to the same call.
+        let late = r#"{"args": {"tool": "t", "args": {}}, "id": 1, "method": "callValue"}"#;
+        let request = serde_json::from_str::<BridgeRequest>(late).unwrap();
+        assert_eq!(
+            request.call,
+            BridgeCall::decode(BridgeMethod::CallValue, json!({"tool": "t", "args": {}})).unwrap()
+        );
+        let twice = r#"{"id": 1, "method": "callValue", "args": {"tool": "t"}, "args": {"tool": "u"}}"#;
+        assert!(
+            serde_json::from_str::<BridgeRequest>(twice).unwrap_err().to_string().contains("duplicate field `args`")
+        );
     }
 
     #[test]
