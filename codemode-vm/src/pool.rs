@@ -447,6 +447,25 @@ impl WorkerPool {
         }
     }
 
+    /// Reads and checks the hello of the idle worker the next cell gets, as [`check`](Self::check) does, without
+    /// starting a process of its own. `None` when no worker is idle, or when the worker's hello is missing or
+    /// refused: that worker is stopped, and `check` then says why. Blocking, as `check` is.
+    pub fn check_idle(&self) -> Option<WorkerHello> {
+        if std::env::var_os(ENV_ROLE).is_some() {
+            return None;
+        }
+        let mut worker = {
+            let mut idle = self.idle.lock().expect("pool lock");
+            if idle.workers.is_empty() {
+                return None;
+            }
+            idle.workers.remove(0)
+        };
+        let hello = worker.greet_blocking()?;
+        self.idle.lock().expect("pool lock").workers.insert(0, worker);
+        Some(hello)
+    }
+
     /// Starts one worker the way the pool does (stdin closed), reads its [`WorkerHello`], stops it and checks the
     /// hello against this host, so that a wrong worker fails here, once, rather than in every cell. Blocking: it
     /// waits for the worker process to start (a few milliseconds for a worker).
@@ -980,6 +999,41 @@ impl WorkerProcess {
             }
         }
         result
+    }
+
+    /// [`greet`](Self::greet) for a worker no message was read from yet, blocking: its hello is read straight from
+    /// the pipe. `None` when it is missing, longer than 64 KiB, followed by anything, or refused.
+    fn greet_blocking(&mut self) -> Option<WorkerHello> {
+        let fd = self.stdout.get_ref().as_raw_fd();
+        let until = std::time::Instant::now() + HELLO_TIMEOUT;
+        let mut line = Vec::new();
+        while !line.contains(&b'\n') {
+            if line.len() > 64 * 1024 || !wait_readable(fd, until.saturating_duration_since(std::time::Instant::now()))
+            {
+                return None;
+            }
+            let mut buf = [0u8; 4096];
+            // SAFETY: `buf` is valid for writes of its length; the pipe is this worker's stdout, which no reader
+            // has read from yet.
+            match unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) } {
+                0 => return None,
+                n if n > 0 => line.extend_from_slice(&buf[..n.unsigned_abs()]),
+                _ if matches!(
+                    std::io::Error::last_os_error().kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+                ) => {}
+                _ => return None,
+            }
+        }
+        // The worker writes nothing after its hello until it is sent a cell.
+        if line.last() != Some(&b'\n') || line.iter().filter(|b| **b == b'\n').count() != 1 {
+            return None;
+        }
+        let hello = read_hello(std::str::from_utf8(&line).ok()?, &self.worker, self.require_fast_paths).ok()?;
+        warn_unconfined(&hello.confinement);
+        self.confinement = Some(hello.confinement.clone());
+        self.greeted = true;
+        Some(hello)
     }
 
     /// Sets the longest message [`recv`](Self::recv) reads (default [`DEFAULT_MAX_MESSAGE_BYTES`]): a run sets

@@ -426,10 +426,13 @@ impl CodeModeBuilder {
             },
         };
         let pool = WorkerPool::new(pool_config.clone());
-        // The pool's workers start while the check's worker says hello, so that a first cell waits for one worker
-        // start, not two in a row; a failing check reports the clearer error.
+        // The check reads the hello of the worker the first cell gets, so that build starts no process of its own;
+        // without one, or when its hello is refused, a worker started for the check says why.
         let filled = pool.fill();
-        let fast_paths = pool.check()?.fast_paths;
+        let fast_paths = match pool.check_idle() {
+            Some(hello) => hello.fast_paths,
+            None => pool.check()?.fast_paths,
+        };
         filled?;
         let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
         let shared = self.store.is_some();

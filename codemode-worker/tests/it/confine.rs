@@ -8,7 +8,7 @@ use std::sync::Arc;
 use codemode_bridge::Journal;
 use codemode_vm::confine::{Confinement, Step, StepOutcome};
 use codemode_vm::pool::{Death, PoolConfig, PoolError, WorkerCommand, WorkerPool};
-use codemode_vm::protocol::{CellLimits, GuestOutcome, HostMessage, Start, WorkerMessage};
+use codemode_vm::protocol::{CellLimits, GuestOutcome, HostMessage, PROTOCOL_VERSION, Start, WorkerMessage};
 use serde_json::Value;
 
 const WORKER: &str = env!("CARGO_BIN_EXE_codemode-worker");
@@ -144,6 +144,39 @@ fn a_confined_worker_reports_first_then_runs_a_cell() {
         let steps: Vec<Step> = report.steps.iter().map(|s| s.step).collect();
         assert_eq!(steps, [Step::AddressSpace, Step::NoNewPrivs, Step::Landlock, Step::Seccomp]);
         worker.kill().await;
+    });
+}
+
+#[test]
+fn the_check_reads_the_hello_of_the_next_idle_worker_which_then_runs_the_cell() {
+    runtime().block_on(async {
+        let warm = WorkerPool::new(PoolConfig {
+            warm: 1,
+            ..pool(WorkerCommand { program: WORKER.into(), args: Vec::new() }, Confinement::default()).config().clone()
+        });
+        warm.fill().unwrap();
+        let hello = warm.check_idle().expect("the idle worker's hello is accepted");
+        assert_eq!(hello.protocol, PROTOCOL_VERSION);
+        assert_eq!(warm.idle_count(), 1, "the worker went back to the pool");
+        let mut worker = warm.checkout().unwrap();
+        assert_eq!(worker.confinement(), Some(&hello.confinement), "its hello was read once, by the check");
+        worker.send(&start("return 6 * 7")).await.unwrap();
+        let message = worker.recv().await.unwrap();
+        let WorkerMessage::Quiescent { outcome: Some(GuestOutcome::Returned { value }), .. } = message else {
+            panic!("unexpected {message:?}")
+        };
+        assert_eq!(value, 42);
+        worker.kill().await;
+
+        // A worker that fails its confinement gives no hello: the check stops it and leaves the pool empty.
+        let failing = WorkerPool::new(PoolConfig {
+            warm: 1,
+            ..pool(probed("fail-landlock"), Confinement::Required).config().clone()
+        });
+        failing.fill().unwrap();
+        assert_eq!(failing.check_idle(), None);
+        assert_eq!(failing.idle_count(), 0);
+        assert!(matches!(failing.check(), Err(PoolError::Confinement(_))), "the check's own worker says why");
     });
 }
 
