@@ -56,6 +56,8 @@ pub(super) async fn drive_commands<C: Cell>(
     run: &mut LiveRun<C>,
     slot: &mut Option<Slot<LiveRun>>,
 ) -> Stop {
+    // The cell's deadline as a timer that stays registered across its reports, set again only when it moves.
+    let mut deadline: Option<Deadline> = None;
     loop {
         let Some(command) = run.machine.poll() else {
             return Stop::Done(Box::new(fail(
@@ -169,10 +171,14 @@ pub(super) async fn drive_commands<C: Cell>(
                     continue;
                 };
                 let left = Duration::from_millis(deadline_ms.saturating_sub(inner.clock.now_ms()));
-                let event = match tokio::time::timeout(left, Cell::recv(worker)).await {
-                    Err(_) => Event::Timeout,
-                    Ok(Err(death)) => Event::Died(death),
-                    Ok(Ok(message)) => Event::Worker(message),
+                let timer = Deadline::at(&mut deadline, tokio::time::Instant::now() + left);
+                let event = tokio::select! {
+                    biased;
+                    received = Cell::recv(worker) => match received {
+                        Err(death) => Event::Died(death),
+                        Ok(message) => Event::Worker(message),
+                    },
+                    () = timer => Event::Timeout,
                 };
                 run.machine.handle(event);
             }
@@ -184,6 +190,27 @@ pub(super) async fn drive_commands<C: Cell>(
                 return Stop::Done(Box::new(fail(inner, run, kind, phase, message)));
             }
         }
+    }
+}
+
+/// A cell's deadline timer and the instant it was set for.
+struct Deadline {
+    at: tokio::time::Instant,
+    sleep: std::pin::Pin<Box<tokio::time::Sleep>>,
+}
+
+impl Deadline {
+    /// The timer in `slot`, due at `at`: the one already there when it is due within 2 ms of `at` (the run's clock
+    /// counts whole milliseconds), else one set again for `at` (a pause moved the deadline, or the run's clock is
+    /// not the system's).
+    fn at(slot: &mut Option<Deadline>, at: tokio::time::Instant) -> std::pin::Pin<&mut tokio::time::Sleep> {
+        let timer = slot.get_or_insert_with(|| Deadline { at, sleep: Box::pin(tokio::time::sleep_until(at)) });
+        let drift = if timer.at > at { timer.at - at } else { at - timer.at };
+        if drift > Duration::from_millis(2) {
+            timer.at = at;
+            timer.sleep.as_mut().reset(at);
+        }
+        timer.sleep.as_mut()
     }
 }
 
