@@ -50,7 +50,28 @@ pub fn bound_value(value: Value, max: usize) -> Value {
 
 /// `None` when `value`'s compact JSON fits `max` bytes; else its first `max` bytes (cut back to a character
 /// boundary) and its whole length, counted without keeping the rest.
+///
+/// A value that fits is only counted, without a copy of its text; the count stops at the first byte over `max`.
 pub fn encoded_head(value: &impl serde::Serialize, max: usize) -> Option<(String, usize)> {
+    struct Count {
+        max: usize,
+        total: usize,
+    }
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.total += bytes.len();
+            if self.total > self.max {
+                return Err(std::io::ErrorKind::FileTooLarge.into());
+            }
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    if serde_json::to_writer(Count { max, total: 0 }, value).is_ok() {
+        return None;
+    }
     struct Head {
         kept: Vec<u8>,
         max: usize,
@@ -349,6 +370,20 @@ mod tests {
     fn prefix_respects_char_boundaries() {
         assert_eq!(utf8_prefix("a🦞b", 3), "a");
         assert_eq!(utf8_prefix("a🦞b", 5), "a🦞");
+    }
+
+    #[test]
+    fn a_value_fits_up_to_its_exact_length_and_past_it_gives_its_head_and_length() {
+        let value = json!({ "s": "ab🦞".repeat(40), "n": [1, 2.5, null] });
+        let text = serde_json::to_string(&value).unwrap();
+        assert_eq!(encoded_head(&value, text.len()), None);
+        assert_eq!(encoded_head(&value, usize::MAX), None);
+        let (head, total) = encoded_head(&value, text.len() - 1).expect("one byte over");
+        assert_eq!(total, text.len());
+        assert_eq!(head, text[..text.len() - 1]);
+        // The cut backs off to a character boundary: 9 bytes end inside the first crab.
+        assert_eq!(encoded_head(&value, 9), Some((text[..8].to_owned(), text.len())), "{text}");
+        assert_eq!(bound_value(value.clone(), text.len()), value);
     }
 
     #[test]

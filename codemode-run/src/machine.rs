@@ -71,7 +71,8 @@ impl Effect {
 /// What the driver must do next.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Command {
-    /// Write this message (`Start` or `Settle`) to the cell; report a failed write with [`Event::SendFailed`].
+    /// Write this message (`Start` or `Settle`) to the cell, then hand it back with [`RunMachine::sent`] (a
+    /// `Settle`'s round joins the journal then, not copied); report a failed write with [`Event::SendFailed`].
     Send(HostMessage),
     /// Start the host work of this request (its journal digest is computed); report a refusal with
     /// [`Event::Refused`], and the host's answer, when it comes, with [`Event::Settled`].
@@ -1034,11 +1035,17 @@ impl RunMachine {
                 self.call_counts.add(status);
             }
         }
-        self.journal.rounds.push(round.clone());
         self.phase = Phase::Running;
         self.quiescent = false;
         self.last_sent = Sent::Settle;
         self.queue.push_back(Command::Send(HostMessage::Settle(round)));
+    }
+
+    /// Takes back a message [`Command::Send`] had written: a `Settle`'s round is the journal's next.
+    pub fn sent(&mut self, message: HostMessage) {
+        if let HostMessage::Settle(round) = message {
+            self.journal.rounds.push(round);
+        }
     }
 
     /// Counts a successful reply against the program's inbox as the worker does; one that would overflow it

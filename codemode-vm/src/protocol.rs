@@ -224,7 +224,9 @@ impl<T> KeptGlobals<T> {
 }
 
 /// Host to worker.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+///
+/// On the wire each message is one object whose first key is its tag `t`, as serde writes an internally tagged enum.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(tag = "t", rename_all = "camelCase")]
 pub enum HostMessage {
     /// The globals every context of this worker is built with; only as the worker's first message, so that the
@@ -240,6 +242,36 @@ pub enum HostMessage {
     Reset,
     /// Stop the worker process.
     Shutdown,
+}
+
+impl Serialize for HostMessage {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        /// The messages other than `Settle`, written by serde's derive.
+        #[derive(Serialize)]
+        #[serde(tag = "t", rename_all = "camelCase")]
+        enum Tagged<'a> {
+            Configure(&'a GuestGlobals),
+            Start(&'a Start),
+            Reset,
+            Shutdown,
+        }
+        match self {
+            // The message of every nested call: its fields written in turn, without serde's adapter for a tagged
+            // newtype variant.
+            HostMessage::Settle(round) => {
+                use serde::ser::SerializeMap;
+                let mut map = s.serialize_map(Some(3))?;
+                map.serialize_entry("t", "settle")?;
+                map.serialize_entry("clock_ms", &round.clock_ms)?;
+                map.serialize_entry("settlements", &round.settlements)?;
+                map.end()
+            }
+            HostMessage::Configure(globals) => Tagged::Configure(globals).serialize(s),
+            HostMessage::Start(start) => Tagged::Start(start).serialize(s),
+            HostMessage::Reset => Tagged::Reset.serialize(s),
+            HostMessage::Shutdown => Tagged::Shutdown.serialize(s),
+        }
+    }
 }
 
 /// How the program's top-level promise ended.
@@ -423,6 +455,30 @@ mod tests {
         let error = serde_json::from_str::<WorkerMessage>(r#"{"open":0,"t":"quiescent","requests":[]}"#).unwrap_err();
         assert!(error.to_string().contains("unknown variant `open`"), "{error}");
         assert!(serde_json::from_str::<WorkerMessage>(r#"{"t":"hello"}"#).is_err(), "a hello needs its fields");
+    }
+
+    #[test]
+    fn a_settle_is_written_as_the_derived_tagged_form_writes_it() {
+        use codemode_bridge::{BridgeErrorCode, Round, Settlement, SettlementValue};
+        #[derive(Serialize)]
+        #[serde(tag = "t", rename_all = "camelCase")]
+        enum Derived {
+            Settle(Round),
+        }
+        let round = Round {
+            clock_ms: 1_700_000_000_123,
+            settlements: vec![
+                Settlement { id: 1, value: SettlementValue::Ok { value: serde_json::json!({"ok": true}) } },
+                Settlement { id: 2, value: SettlementValue::err(BridgeErrorCode::ToolError, "no") },
+            ],
+        };
+        let line = serde_json::to_string(&HostMessage::Settle(round.clone())).unwrap();
+        assert_eq!(line, serde_json::to_string(&Derived::Settle(round.clone())).unwrap());
+        assert_eq!(serde_json::from_str::<HostMessage>(&line).unwrap(), HostMessage::Settle(round));
+        for message in [HostMessage::Reset, HostMessage::Shutdown] {
+            let line = serde_json::to_string(&message).unwrap();
+            assert_eq!(serde_json::from_str::<HostMessage>(&line).unwrap(), message, "{line}");
+        }
     }
 
     #[test]

@@ -79,6 +79,7 @@ pub(super) async fn drive_commands<C: Cell>(
                     Some(worker) => Cell::send(worker, &message).await,
                     None => Err("the run has no worker".into()),
                 };
+                run.machine.sent(message);
                 if let Err(e) = sent {
                     run.machine.handle(Event::SendFailed(e));
                 }

@@ -6,7 +6,7 @@ use codemode_run::machine::{Command, Event, RunMachine};
 use codemode_snapshot::AskedCall;
 use serde_json::json;
 
-use crate::script::{call, fresh};
+use crate::script::{call, fresh, send};
 
 fn asked(request: BridgeRequest) -> AskedCall {
     let approval = PendingApproval {
@@ -23,7 +23,7 @@ fn asked(request: BridgeRequest) -> AskedCall {
 fn asking(t0: u64, timeout_ms: u64) -> RunMachine {
     let mut m = fresh(false);
     m.begin(t0, timeout_ms);
-    assert!(matches!(m.poll(), Some(Command::Send(_))));
+    send(&mut m, "the start goes out");
     assert!(matches!(m.poll(), Some(Command::Recv { .. })));
     let request = call(1, "echo", json!({}));
     m.handle(Event::Worker(codemode_vm::protocol::WorkerMessage::Quiescent {
@@ -79,7 +79,7 @@ fn an_approval_credits_only_the_time_the_program_sits_idle() {
     let t0 = 10_000;
     let mut m = fresh(false);
     m.begin(t0, 1_000);
-    assert!(matches!(m.poll(), Some(Command::Send(_))));
+    send(&mut m, "the start goes out");
     assert!(matches!(m.poll(), Some(Command::Recv { .. })));
     let mut clock = t0;
     let mut next_id = 1;
@@ -104,7 +104,7 @@ fn an_approval_credits_only_the_time_the_program_sits_idle() {
         m.handle(Event::Settled(codemode_bridge::Settlement { id: next_id, value: crate::script::ok(json!(1)) }));
         m.handle(Event::Collected { since_ms: clock, now_ms: clock + 10, timed_out: false, idle: false });
         clock += 10;
-        assert!(matches!(m.poll(), Some(Command::Send(_))), "round {round}: the settlement goes out");
+        send(&mut m, &format!("round {round}: the settlement goes out"));
         let Some(Command::Recv { deadline_ms }) = m.poll() else { panic!("round {round}: the program runs") };
         assert_eq!(deadline_ms, t0 + 1_000 + round * 10, "round {round}: only the waiting is credited");
         clock += 400;

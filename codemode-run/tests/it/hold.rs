@@ -7,7 +7,7 @@ use codemode_run::machine::{Command, Event, RunMachine};
 use codemode_vm::protocol::WorkerMessage;
 use serde_json::json;
 
-use crate::script::{call, fresh, ok};
+use crate::script::{call, fresh, ok, send};
 
 /// Begins at `t0` with `timeout_ms` (and the wait budget `budget_ms`, if any), plays the start and one quiescent
 /// point with a call to `slow`, and returns the machine before its first collect.
@@ -17,7 +17,7 @@ fn waiting_on_a_call(t0: u64, timeout_ms: u64, budget_ms: Option<u64>) -> RunMac
     if let Some(budget_ms) = budget_ms {
         m.hold(t0, budget_ms);
     }
-    assert!(matches!(m.poll(), Some(Command::Send(_))));
+    send(&mut m, "the start goes out");
     assert!(matches!(m.poll(), Some(Command::Recv { .. })));
     m.handle(Event::Worker(WorkerMessage::Quiescent {
         requests: vec![call(1, "slow", json!({}))],
@@ -56,7 +56,7 @@ fn time_held_is_not_execution_time() {
     // The call takes 20 s, far past the 1 s the program may run: it settles within the budget and is delivered.
     m.handle(Event::Settled(Settlement { id: 1, value: ok(json!("done")) }));
     m.handle(Event::Collected { since_ms: t0, now_ms: t0 + 20_000, timed_out: false, idle: false });
-    assert!(matches!(m.poll(), Some(Command::Send(_))), "the settlement goes to the cell");
+    send(&mut m, "the settlement goes to the cell");
     // The program's own second of running is intact: its deadline moved by the 20 s held.
     assert_eq!(m.deadline_ms(), t0 + 21_000);
     assert_eq!(m.poll(), Some(Command::Recv { deadline_ms: t0 + 21_000 }));
@@ -90,7 +90,7 @@ fn new_output_hands_the_run_back_at_its_ordinary_park_time() {
     assert!(matches!(m.poll(), Some(Command::Collect { .. })));
     m.handle(Event::Settled(Settlement { id: 1, value: ok(json!("first")) }));
     m.handle(Event::Collected { since_ms: t0, now_ms: t0 + 5_000, timed_out: false, idle: false });
-    assert!(matches!(m.poll(), Some(Command::Send(_))));
+    send(&mut m, "the settlement goes to the cell");
     assert!(matches!(m.poll(), Some(Command::Recv { .. })));
     // The program prints, then waits on a second call: the model can act on the output, so the run is no longer
     // held; it parks at its park time (moved by the 5 s held before).

@@ -126,7 +126,9 @@ async fn drive(machine: &mut RunMachine, cell: &mut WorkerProcess, host: &mut Ho
         let Some(command) = machine.poll() else { panic!("the machine stopped without an ending") };
         match command {
             Command::Send(message) => {
-                if let Err(e) = Cell::send(cell, &message).await {
+                let sent = Cell::send(cell, &message).await;
+                machine.sent(message);
+                if let Err(e) = sent {
                     machine.handle(Event::SendFailed(e));
                 }
             }

@@ -123,7 +123,9 @@ impl Stage {
                         self.beats.pop_front();
                         cell.fail_next_send = true;
                     }
-                    if let Err(e) = runtime.block_on(cell.send(&message)) {
+                    let sent = runtime.block_on(cell.send(&message));
+                    machine.sent(message);
+                    if let Err(e) = sent {
                         self.line(format!("<- send failed: {e}"));
                         machine.handle(Event::SendFailed(e));
                     }
@@ -235,6 +237,14 @@ impl Stage {
         let event = Event::Collected { since_ms, now_ms: self.now, timed_out, idle };
         self.line(format!("<- {}", event_text(&event)));
         machine.handle(event);
+    }
+}
+
+/// Polls `m` for a `Send` and hands the message back, as the driver does after writing it.
+pub fn send(m: &mut RunMachine, what: &str) {
+    match m.poll() {
+        Some(Command::Send(message)) => m.sent(message),
+        other => panic!("{what}: expected a send, got {other:?}"),
     }
 }
 
