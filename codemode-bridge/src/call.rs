@@ -397,17 +397,8 @@ impl<'de> serde::de::Visitor<'de> for ToolArgsSeed {
         }
         let mut f = Slots { method: self.0, names, slots };
         let call = match self.0 {
-            BridgeMethod::Namespace => (|| {
-                let server = f.string("server")?;
-                let target = match (f.has("tool"), f.has("op")) {
-                    (true, false) => NamespaceTarget::Tool(f.string("tool")?),
-                    (false, true) => NamespaceTarget::Op(f.string("op")?),
-                    (true, true) => return Err(f.problem("fields `tool` and `op` exclude each other")),
-                    (false, false) => return Err(f.problem("field `tool` or `op` is missing")),
-                };
-                Ok(BridgeCall::Namespace(NamespaceArgs { server, target, args: f.take("args") }))
-            })(),
-            _ => f.string("tool").map(|tool| BridgeCall::CallValue(CallValueArgs { tool, args: f.take("args") })),
+            BridgeMethod::Namespace => f.namespace(),
+            _ => f.call_value(),
         };
         Ok(match (call, extra) {
             (Ok(_), Some(extra)) => Err(f.problem(format!("field `{extra}` is not one it takes"))),
@@ -467,6 +458,24 @@ impl Slots<'_> {
 
     fn take(&mut self, name: &str) -> Option<Value> {
         self.slots[self.slot(name)].take()
+    }
+
+    /// `{tool, args}`, checked as [`BridgeCall::decode`] checks it.
+    fn call_value(&mut self) -> Result<BridgeCall, MalformedRequest> {
+        let tool = self.string("tool")?;
+        Ok(BridgeCall::CallValue(CallValueArgs { tool, args: self.take("args") }))
+    }
+
+    /// `{server, tool, args}` or `{server, op, args}`, checked as [`BridgeCall::decode`] checks it.
+    fn namespace(&mut self) -> Result<BridgeCall, MalformedRequest> {
+        let server = self.string("server")?;
+        let target = match (self.has("tool"), self.has("op")) {
+            (true, false) => NamespaceTarget::Tool(self.string("tool")?),
+            (false, true) => NamespaceTarget::Op(self.string("op")?),
+            (true, true) => return Err(self.problem("fields `tool` and `op` exclude each other")),
+            (false, false) => return Err(self.problem("field `tool` or `op` is missing")),
+        };
+        Ok(BridgeCall::Namespace(NamespaceArgs { server, target, args: self.take("args") }))
     }
 
     fn string(&mut self, name: &str) -> Result<String, MalformedRequest> {

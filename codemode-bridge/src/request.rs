@@ -145,10 +145,8 @@ impl<'de> serde::de::Visitor<'de> for RequestVisitor {
         let (mut id, mut method, mut call, mut args) = (None, None, None, None::<serde_json::Value>);
         while let Some(key) = map.next_key::<RequestField>()? {
             match key {
-                RequestField::Id if id.is_some() => return Err(A::Error::duplicate_field("id")),
-                RequestField::Id => id = Some(map.next_value::<u32>()?),
-                RequestField::Method if method.is_some() => return Err(A::Error::duplicate_field("method")),
-                RequestField::Method => method = Some(map.next_value::<BridgeMethod>()?),
+                RequestField::Id => once(&mut id, "id", map.next_value::<u32>()?)?,
+                RequestField::Method => once(&mut method, "method", map.next_value::<BridgeMethod>()?)?,
                 RequestField::Args if call.is_some() || args.is_some() => {
                     return Err(A::Error::duplicate_field("args"));
                 }
@@ -171,6 +169,14 @@ impl<'de> serde::de::Visitor<'de> for RequestVisitor {
             (None, None) => return Err(A::Error::missing_field("args")),
         };
         Ok(BridgeRequest { id, call })
+    }
+}
+
+/// Puts `value` in `slot`, refusing a field the object already gave.
+fn once<E: serde::de::Error, T>(slot: &mut Option<T>, name: &'static str, value: T) -> Result<(), E> {
+    match slot.replace(value) {
+        Some(_) => Err(E::duplicate_field(name)),
+        None => Ok(()),
     }
 }
 
@@ -276,12 +282,6 @@ impl<'de> serde::de::Visitor<'de> for SettlementVisitor {
 
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Settlement, A::Error> {
         use serde::de::Error as _;
-        fn once<E: serde::de::Error, T>(slot: &mut Option<T>, name: &'static str, value: T) -> Result<(), E> {
-            match slot.replace(value) {
-                Some(_) => Err(E::duplicate_field(name)),
-                None => Ok(()),
-            }
-        }
         let (mut id, mut kind, mut value, mut code, mut message) = (None, None, None, None, None);
         while let Some(key) = map.next_key::<SettlementField>()? {
             match key {
